@@ -1,0 +1,183 @@
+"""Every exception agentlab raises on purpose.
+
+One base class, :class:`AgentlabError`, so a notebook can catch everything of ours in one
+``except``. Each subclass says what went wrong; its message says what to do about it. A missing
+id is also a :class:`KeyError` (it carries the id), and bad arguments are also a
+:class:`ValueError` or :class:`TypeError`, so generic handlers keep working.
+
+Invariant shared by every raiser: when one of these is raised by a write, the agent's stored data
+is exactly what it was before the call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class AgentlabError(Exception):
+    """Base class of every error agentlab raises on purpose."""
+
+
+# --- store / agent ------------------------------------------------------------------------------
+
+
+class InvalidNameError(AgentlabError, ValueError):
+    """An agent or session name that cannot be used (empty, control characters, too long)."""
+
+
+class AgentLockedError(AgentlabError):
+    """Another process holds the agent's DuckDB file open for writing."""
+
+    def __init__(self, path: str, detail: str = "") -> None:
+        self.path = path
+        self.detail = detail
+        super().__init__(
+            f"The agent file {path} is locked by another process ({detail or 'conflicting lock'}). "
+            "Close the agent there (agent.close()), or open it here with "
+            "get_agent(..., read_only=True) while no writer holds it."
+        )
+
+
+class AgentClosedError(AgentlabError):
+    """The agent was closed; get a fresh one with get_agent()."""
+
+
+class ReadOnlyAgentError(AgentlabError):
+    """A write was attempted on an agent opened with read_only=True."""
+
+
+class MigrationError(AgentlabError):
+    """A schema migration failed; the database was left at the previous version."""
+
+
+class SqlError(AgentlabError):
+    """A SQL statement failed. ``query`` holds the statement, ``__cause__`` the DuckDB error."""
+
+    def __init__(self, query: str, cause: BaseException) -> None:
+        self.query = query
+        self.cause = cause
+        super().__init__(f"{cause}\nQuery: {query}")
+
+
+# --- state ----------------------------------------------------------------------------------------
+
+
+class StateError(AgentlabError):
+    """Base class for state problems."""
+
+
+class StateNotJSONError(StateError, TypeError):
+    """The state (or part of it) cannot be stored as JSON. ``path`` names the offending value."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(
+            f"State is not JSON at {path}: {reason}. Use dicts, lists, str, int, finite float, bool or None."
+        )
+
+
+class StateRejectedError(StateError):
+    """validate_state_change() rejected the new state; nothing was stored or broadcast."""
+
+
+class ReadonlyConnectionError(StateError):
+    """A readonly connection tried to change state."""
+
+    def __init__(self, message: str = "Connection is readonly") -> None:
+        super().__init__(message)
+
+
+class ConnectionClosedError(StateError):
+    """The connection was closed; open a new one with agent.connect()."""
+
+
+# --- session --------------------------------------------------------------------------------------
+
+
+class SessionError(AgentlabError):
+    """Base class for message-tree, search and compaction problems."""
+
+
+class UnknownMessageError(SessionError, KeyError):
+    """No message with this id in this session. ``id`` holds it."""
+
+    def __init__(self, message_id: str, what: str = "message") -> None:
+        self.id = message_id
+        super().__init__(f"Unknown {what} id {message_id!r} in this session.")
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0])
+
+
+class InvalidMessageError(SessionError, ValueError):
+    """A message without a string id, a string role or a JSON list of parts."""
+
+
+class UnknownSessionError(SessionError, KeyError):
+    """No session with this id in this agent."""
+
+    def __init__(self, session_id: str) -> None:
+        self.id = session_id
+        super().__init__(f"Unknown session id {session_id!r}; list them with manager.list().")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class CompactionError(SessionError):
+    """Compaction cannot run (for example no compaction function is registered)."""
+
+
+# --- context --------------------------------------------------------------------------------------
+
+
+class ContextError(AgentlabError):
+    """Base class for context-block problems. Messages follow upstream's wording."""
+
+
+class BlockNotFoundError(ContextError, KeyError):
+    """No context block with this label."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class BlockReadonlyError(ContextError):
+    """The block cannot be written."""
+
+
+class BlockBudgetError(ContextError, ValueError):
+    """A write would exceed the block's max_tokens."""
+
+
+class EmbedderError(ContextError, ValueError):
+    """An embedder returned vectors of the wrong shape, or NaN/infinite values."""
+
+
+# --- chat -----------------------------------------------------------------------------------------
+
+
+class ChatError(AgentlabError):
+    """Base class for problems talking to Claude."""
+
+
+class NoApiKeyError(ChatError):
+    """No Anthropic API key is configured."""
+
+
+class ModelAPIError(ChatError):
+    """The Messages API failed (rate limit, overload, invalid request, connection)."""
+
+    def __init__(self, message: str, *, status: int | None = None, kind: str = "api", cause: Any = None) -> None:
+        self.status = status
+        self.kind = kind
+        self.cause = cause
+        super().__init__(message)
+
+
+# --- datasets / evaluation ------------------------------------------------------------------------
+
+
+class DatasetError(AgentlabError, ValueError):
+    """A dataset file or frame is not in the expected format."""
