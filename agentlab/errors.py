@@ -129,6 +129,10 @@ class CompactionError(SessionError):
     """Compaction cannot run (for example no compaction function is registered)."""
 
 
+class ForkedHistoryError(SessionError):
+    """A message is shared with a fork (forks share rows, never copy them), so it cannot change."""
+
+
 # --- context --------------------------------------------------------------------------------------
 
 
@@ -181,3 +185,63 @@ class ModelAPIError(ChatError):
 
 class DatasetError(AgentlabError, ValueError):
     """A dataset file or frame is not in the expected format."""
+
+
+# --- context (continued) --------------------------------------------------------------------------
+
+
+class ContextProviderError(ContextError):
+    """A context block's provider raised; the block is left out of the prompt until a reload works."""
+
+    def __init__(self, label: str, cause: BaseException) -> None:
+        self.label = label
+        self.cause = cause
+        super().__init__(
+            f'The provider of block "{label}" failed: {type(cause).__name__}: {cause}. The prompt was rendered '
+            "without it; fix the provider and call refresh_system_prompt()."
+        )
+
+
+# --- chat (continued) -----------------------------------------------------------------------------
+
+
+class ModelRateLimitError(ModelAPIError):
+    """HTTP 429 after the SDK's retries: wait, then agent.retry()."""
+
+
+class ModelOverloadedError(ModelAPIError):
+    """HTTP 529 (overloaded) after the SDK's retries: wait, then agent.retry()."""
+
+
+class ModelServerError(ModelAPIError):
+    """Another 5xx after the SDK's retries."""
+
+
+class InvalidModelRequestError(ModelAPIError):
+    """HTTP 400/404/413/422: the request itself was refused (model name, options, size)."""
+
+
+class ModelAuthError(ModelAPIError):
+    """HTTP 401/403: the key was rejected or may not use this model."""
+
+
+class ModelConnectionError(ModelAPIError):
+    """The API could not be reached (no network, DNS, timeout) after the SDK's retries."""
+
+
+class TurnError(ChatError):
+    """A turn cannot start or continue from the given message (e.g. retry() from an assistant reply)."""
+
+
+# --- full-text search -----------------------------------------------------------------------------
+
+
+class InvalidSearchError(AgentlabError, ValueError):
+    """A full-text index or search call with a bad argument (unknown mode, negative limit, bad namespace)."""
+
+
+# --- exports (agentlab/portable.py, agentlab/multi.py) ----------------------------------------------
+
+
+class ExportError(AgentlabError):
+    """An agent export (Parquet folder and manifest) that cannot be written, read or restored here."""
