@@ -21,6 +21,7 @@ from typing import Any, ClassVar, TypeVar
 
 from .connection import Connection, Frame
 from .errors import AgentClosedError, AgentlabError, StateError, StateRejectedError
+from .frames import AgentFramesMixin
 from .naming import agent_path, kebab_case, resolve_root, validate_name
 from .state import delete_state_row, read_state_row, to_json, write_state_row
 from .store import Store
@@ -67,7 +68,7 @@ class SqlRunner:
         return self._agent._store_checked().relation(query, list(params)).to_arrow_table()
 
 
-class Agent:
+class Agent(AgentFramesMixin):
     """A named agent with its own DuckDB file, SQL, state and connections.
 
     Do not construct directly: use :func:`get_agent`, which guarantees one live instance per name.
@@ -302,6 +303,12 @@ class Agent:
         with self._lock:
             if connection in self._connections:
                 self._connections.remove(connection)
+
+    def show(self) -> Any:
+        """A live notebook dashboard of this agent (state, plus its ``session``'s context and tree if it has one)."""
+        from .views import dashboard
+
+        return dashboard.for_agent(self)
 
 
 def get_agent(

@@ -253,7 +253,11 @@ class Store:
     def scalar(self, query: str, params: Sequence[Any] | None = None) -> Any:
         """Execute a query and return the first column of the first row (or None)."""
         with self.lock:
-            row = self.execute(query, params).fetchone()
+            cursor = self.execute(query, params)
+            row = cursor.fetchone()
+            # DuckDB 2 keeps a partly fetched result open, and register() then refuses to run
+            # ("unfinished result"); drain it so the connection is free for any next call.
+            cursor.fetchall()
             return None if row is None else row[0]
 
     # -- migrations ----------------------------------------------------------------------------

@@ -1,0 +1,111 @@
+"""Querying many agent files at once (agentlab/multi.py)."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from agentlab.agent import Agent, get_agent
+from agentlab.errors import ExportError
+from agentlab.migrations import MIGRATIONS
+from agentlab.multi import open_many
+from agentlab.naming import agent_path
+from agentlab.session import Session
+from agentlab.store import Store
+from agentlab.tokens import estimate_message_tokens
+
+
+class Helper(Agent):
+    pass
+
+
+def make(root, name: str, n: int, cls=Agent) -> None:
+    agent = get_agent(cls, name, root=root)
+    Session(agent).append_messages([{"id": f"{name}-{i}", "role": "user" if i % 2 == 0 else "assistant",
+                                     "parts": [{"type": "text", "text": f"{name} says {i}"}]} for i in range(n)])
+    agent.close()
+
+
+@pytest.fixture
+def root(tmp_path):
+    make(tmp_path, "alice", 3)
+    make(tmp_path, "bob", 5)
+    make(tmp_path, "o'brien", 2)
+    make(tmp_path, "alice", 1, cls=Helper)
+    return tmp_path
+
+
+def digest(folder) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*.duckdb"))}
+
+
+class TestOpenMany:
+    def test_a_glob_attaches_every_matching_file(self, root):
+        with open_many(str(root / "agent" / "*.duckdb")) as many:
+            assert len(many) == 3
+            assert sorted(many.agents["agent"]) == ["alice", "bob", "o'brien"]
+            assert "messages" in many.tables and "agents" not in many.tables
+
+    def test_a_folder_or_a_list_of_files_works_too(self, root):
+        with open_many(root) as many:
+            assert len(many) == 4
+            assert sorted(zip(many.agents["agent"], many.agents["agent_class"])) == [
+                ("alice", "agent"), ("alice", "helper"), ("bob", "agent"), ("o'brien", "agent")]
+        files = [agent_path("Agent", "bob", root), agent_path("Helper", "alice", root)]
+        with open_many(files) as many:
+            assert sorted(many.agents["agent"]) == ["alice", "bob"]
+
+    def test_one_query_aggregates_over_all_agents_with_an_agent_column(self, root):
+        with open_many(root / "agent") as many:
+            df = many.sql("SELECT agent, count(*) AS n, max(seq) AS last FROM messages GROUP BY agent ORDER BY agent")
+            assert df.values.tolist() == [["alice", 3, 3], ["bob", 5, 5], ["o'brien", 2, 2]]
+            assert many.sql.rows("SELECT count(*) AS n FROM messages WHERE role = ?", "user") == [{"n": 6}]
+            assert many.sql.arrow("SELECT * FROM messages").column_names[:2] == ["agent", "agent_class"]
+
+    def test_messages_df_adds_parts_text_and_tokens(self, root):
+        with open_many(root / "agent") as many:
+            df = many.messages_df()
+        assert list(df.columns) == ["agent", "agent_class", "session_id", "seq", "id", "parent_id", "role",
+                                    "created_at", "n_parts", "part_kinds", "text", "tokens"]
+        assert len(df) == 10
+        row = df[df["id"] == "bob-4"].iloc[0]
+        assert row["agent"] == "bob" and row["text"] == "bob says 4"
+        assert row["tokens"] == estimate_message_tokens([{"parts": [{"type": "text", "text": "bob says 4"}]}])
+
+    def test_a_file_with_an_older_schema_adds_no_rows_to_missing_tables(self, root, tmp_path):
+        old = Store(tmp_path / "agent" / "old.duckdb", migrations=MIGRATIONS[:1])
+        old.execute("INSERT INTO agent_meta VALUES ('name', 'old'), ('class', 'agent')")
+        old.close()
+        with open_many(root / "agent") as many:
+            assert len(many) == 4
+            assert many.sql("SELECT count(*) AS n FROM messages")["n"].tolist() == [10]
+            assert sorted(many.sql("SELECT agent FROM agent_meta WHERE key = 'name'")["agent"]) == [
+                "alice", "bob", "o'brien", "old"]
+
+    def test_nothing_is_written_and_close_releases_the_files(self, root):
+        before = digest(root)
+        many = open_many(root)
+        many.sql("SELECT count(*) FROM messages")
+        many.close()
+        many.close()
+        assert digest(root) == before
+        agent = get_agent(Agent, "bob", root=root)  # read-write again once released
+        Session(agent).append_message({"id": "new", "role": "user", "parts": []})
+        agent.close()
+        with pytest.raises(ExportError, match="closed"):
+            many.sql("SELECT 1")
+
+
+class TestOpenManyRefusals:
+    def test_a_live_agent_of_this_process_is_named_or_skipped(self, root):
+        live = get_agent(Agent, "bob", root=root)
+        with pytest.raises(ExportError, match="open in this process"):
+            open_many(root / "agent")
+        with open_many(root / "agent", skip_locked=True) as many:
+            assert len(many) == 2 and many.skipped == [str(live.path)]
+        live.close()
+
+    def test_a_missing_file_is_reported(self, root):
+        with pytest.raises(FileNotFoundError, match="nope.duckdb"):
+            open_many([root / "nope.duckdb"])
