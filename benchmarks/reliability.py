@@ -1,0 +1,73 @@
+"""Reliability figures: crash trials (SIGKILL), lock timing, the hostile-input catalogue.
+
+Run: .venv/bin/python benchmarks/reliability.py [--trials 20]
+The test suite (tests/reliability) runs the same code with fewer trials.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.reliability.crashlab import SCENARIOS, run_trials  # noqa: E402
+from tests.reliability.snapshot import snapshot  # noqa: E402
+from tests.reliability import test_hostile as hostile  # noqa: E402
+
+
+def crash_figures(trials: int) -> bool:
+    print(f"crash safety: {trials} SIGKILL trials per scenario")
+    print(f"{'scenario':<10} {'trials':>6} {'acknowledged':>13} {'lost':>5} {'inconsistent':>13} {'seconds':>8}")
+    ok = True
+    with tempfile.TemporaryDirectory() as tmp:
+        for scenario in SCENARIOS:
+            start = time.perf_counter()
+            results = run_trials(Path(tmp), scenario, trials, seed=2026)
+            acked = sum(r.acknowledged for r in results)
+            lost = sum(len(r.lost) for r in results)
+            bad = sum(1 for r in results if r.problems)
+            ok &= lost == 0 and bad == 0
+            print(f"{scenario:<10} {trials:>6} {acked:>13} {lost:>5} {bad:>13} {time.perf_counter() - start:>8.1f}")
+    return ok
+
+
+def hostile_figures() -> bool:
+    tried = corrupted = unexpected = 0
+    for name, action, expected in hostile.CASES:
+        with tempfile.TemporaryDirectory() as tmp:
+            env = hostile.build(Path(tmp))
+            before = snapshot(env.agent)
+            tried += 1
+            try:
+                result = action(env)
+                if isinstance(expected, type) or not expected(result):
+                    unexpected += 1
+                    print(f"  unexpected result: {name}")
+            except Exception as exc:
+                if not (isinstance(expected, type) and isinstance(exc, expected)):
+                    unexpected += 1
+                    print(f"  unexpected error in {name}: {type(exc).__name__}: {exc}")
+            if snapshot(env.agent) != before:
+                corrupted += 1
+                print(f"  stored data changed: {name}")
+            env.agent.close()
+    print(f"hostile inputs: {tried} cases tried, {corrupted} lost or corrupted data, {unexpected} unexpected outcomes")
+    return corrupted == 0 and unexpected == 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--trials", type=int, default=20)
+    args = parser.parse_args()
+    ok = crash_figures(args.trials)
+    ok &= hostile_figures()
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
