@@ -34,40 +34,43 @@ from agentlab.session import Session  # noqa: E402
 from agentlab.vectors import _caches  # noqa: E402  (the anchor reads the FAISS cache directly)
 
 
-def bench_ingest(root: Path, n: int, rounds: int) -> dict[str, float]:
+def bench_ingest(root: Path, n: int, chunk: int) -> dict[str, float]:
     texts = sentences(n, seed=11)
     embedder = MiniLMEmbedder()
     started = time.perf_counter()
     model = embedder.model
     model.encode(["warm up"] * 64, batch_size=embedder.batch_size)
-    print(f"(a) model import + load + warm-up: {time.perf_counter() - started:.1f} s; {n} texts")
-    direct, ours = [], []
+    print(f"(a) model import + load + warm-up: {time.perf_counter() - started:.1f} s; {n} texts in chunks of {chunk}")
+    agent = get_agent(Agent, "ingest", root=root)  # a fresh file: nothing embedded yet
+    provider = VectorSearchProvider(agent, embedder, label="knowledge")
+    direct = ours = 0.0
 
-    def run_direct() -> None:
+    def run_direct(part: list[str]) -> float:
         t = time.perf_counter()
-        model.encode(texts, batch_size=embedder.batch_size, normalize_embeddings=True, convert_to_numpy=True,
+        model.encode(part, batch_size=embedder.batch_size, normalize_embeddings=True, convert_to_numpy=True,
                      show_progress_bar=False)
-        direct.append(time.perf_counter() - t)
+        return time.perf_counter() - t
 
-    def run_ours(i: int) -> None:
-        agent = get_agent(Agent, f"ingest-{i}", root=root)  # a fresh file: nothing embedded yet
-        provider = VectorSearchProvider(agent, embedder, label="knowledge")
+    def run_ours(start: int, part: list[str]) -> float:
         t = time.perf_counter()
-        provider.set_many([(f"note-{j}", text) for j, text in enumerate(texts)])
-        ours.append(time.perf_counter() - t)
-        assert provider.count() == n
-        agent.close()
+        provider.set_many([(f"note-{start + j}", text) for j, text in enumerate(part)])
+        return time.perf_counter() - t
 
-    for r in range(rounds):  # ABBA order, so slow drift on the shared machine hits both sides alike
-        if r % 2 == 0:
-            run_direct()
-            run_ours(r)
+    # The two sides alternate chunk by chunk (ABBA), so the load of other processes on this shared machine,
+    # which drifts over minutes, falls on both alike.
+    for i, start in enumerate(range(0, n, chunk)):
+        part = texts[start : start + chunk]
+        if i % 2 == 0:
+            direct += run_direct(part)
+            ours += run_ours(start, part)
         else:
-            run_ours(r)
-            run_direct()
-    d_rate, o_rate = n * len(direct) / sum(direct), n * len(ours) / sum(ours)
-    print(f"    SentenceTransformer.encode: {', '.join(f'{x:.1f}' for x in direct)} s ({d_rate:.0f} texts/s)")
-    print(f"    VectorSearchProvider:       {', '.join(f'{x:.1f}' for x in ours)} s ({o_rate:.0f} texts/s)")
+            ours += run_ours(start, part)
+            direct += run_direct(part)
+    assert provider.count() == n
+    agent.close()
+    d_rate, o_rate = n / direct, n / ours
+    print(f"    SentenceTransformer.encode: {direct:.1f} s ({d_rate:.0f} texts/s)")
+    print(f"    VectorSearchProvider:       {ours:.1f} s ({o_rate:.0f} texts/s)")
     print(f"    ours / direct = {o_rate / d_rate:.1%} (target >= 85%)")
     return {"direct_per_s": d_rate, "ours_per_s": o_rate, "ratio": o_rate / d_rate}
 
@@ -147,14 +150,14 @@ def bench_search(root: Path, n: int, queries: int) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minilm-entries", type=int, default=10_000)
-    parser.add_argument("--rounds", type=int, default=2, help="direct/ours pairs for (a), in ABBA order")
+    parser.add_argument("--chunk", type=int, default=1000, help="texts per alternating direct/ours step in (a)")
     parser.add_argument("--entries", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--skip-minilm", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="agentlab-context-bench-") as folder:
         if not args.skip_minilm:
-            bench_ingest(Path(folder), args.minilm_entries, args.rounds)
+            bench_ingest(Path(folder), args.minilm_entries, args.chunk)
         bench_search(Path(folder), args.entries, args.queries)
 
 
