@@ -22,6 +22,12 @@ def _demo(args: argparse.Namespace) -> int:
         return demo.run(Path(tmp), out=sys.stdout)
 
 
+def _chat(args: argparse.Namespace) -> int:
+    from . import chat_cli
+
+    return chat_cli.run(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agentlab",
@@ -31,6 +37,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="tour the toolkit on embedded defaults (no API key, no network)")
     demo.add_argument("--data", help="keep the demo's agents in this folder (default: a temporary folder)")
     demo.set_defaults(func=_demo)
+    from .chat_cli import add_parser as add_chat_parser
+
+    add_chat_parser(commands, _chat)
+    from .evaluate import add_command as add_eval_command
+
+    add_eval_command(commands)
     return parser
 
 
