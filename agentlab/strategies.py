@@ -1,7 +1,9 @@
 """Retrieval strategies: index a conversation's units, then rank them for a query.
 
 Units and keys (turn, window of neighbouring turns or session; text alone or with speaker, date
-and image caption) are described by :class:`~agentlab.units.UnitSpec`.
+and image caption) are described by :class:`~agentlab.units.UnitSpec`, the protocol and base class
+live in :mod:`agentlab.units`, and :class:`Hybrid` fusion in :mod:`agentlab.fusion`; everything is
+importable from here.
 
 A strategy is anything with a ``name``, ``index(units)`` and ``rank(query, k) -> list of unit ids``
 (the :class:`Strategy` protocol). Subclass :class:`BaseStrategy` to get unit options for free::
@@ -20,12 +22,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .datasets import Conversation, Turn
-from .units import Unit, UnitSpec
+from .fusion import Hybrid
+from .units import BaseStrategy, Strategy, Unit, UnitSpec, _by_score
 
 if TYPE_CHECKING:
     from .embedcache import EmbeddingCache
@@ -35,79 +37,6 @@ __all__ = [
     "BM25", "STOP_WORDS", "BaseStrategy", "Dense", "Hybrid", "Phrase", "Recency", "Strategy", "Unit",
     "UnitSpec", "make_strategy", "strip_question",
 ]
-
-
-@runtime_checkable
-class Strategy(Protocol):
-    """What the evaluation runner needs: a name, ``index(units)`` and ``rank(query, k)``."""
-
-    name: str
-
-    def index(self, units: Sequence[Unit]) -> None:
-        """Index one conversation's units, replacing what was indexed before."""
-        ...
-
-    def rank(self, query: str, k: int) -> list[str]:
-        """Up to ``k`` unit ids, best first."""
-        ...
-
-
-class BaseStrategy:
-    """Unit options, ``fit(conversation)`` and helpers shared by the built-in strategies.
-
-    Args:
-        unit, key, window: see :class:`UnitSpec`.
-        name: overrides the class's default name (useful to compare two configurations).
-    """
-
-    name = "strategy"
-
-    def __init__(self, *, unit: str = "turn", key: str | Callable[[Turn], str] = "text", window: int = 1,
-                 name: str | None = None) -> None:
-        self.spec = UnitSpec(unit, key, window)
-        if name is not None:
-            self.name = name
-        self.units: list[Unit] = []
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(name={self.name!r}, units={self.describe()!r})"
-
-    def describe(self) -> str:
-        """Unit and key in a few characters, e.g. ``"turn/text"`` or ``"window1/date"``."""
-        return self.spec.describe()
-
-    def fit(self, conversation: Conversation) -> list[Unit]:
-        """Build this strategy's units for ``conversation``, index them and return them."""
-        units = self.spec.units(conversation)
-        self.index(units)
-        return units
-
-    def prepare(self, queries: Sequence[str]) -> None:
-        """Called once with every query of a run before any ``rank``; batch work goes here."""
-
-    def use_cache(self, cache: EmbeddingCache) -> None:
-        """Offer the runner's embedding cache; strategies that embed keep it unless they have one."""
-
-    def index(self, units: Sequence[Unit]) -> None:
-        self.units = list(units)
-
-    def rank(self, query: str, k: int) -> list[str]:
-        order = getattr(self, "order", None)
-        if order is None:
-            raise NotImplementedError(f"{type(self).__name__} must implement rank(query, k) or order(query).")
-        return self._ids(order(query)[:k]) if self.units else []
-
-    def _ids(self, positions: np.ndarray) -> list[str]:
-        """The ids of the units at these positions (an object array lookup, not a loop per unit)."""
-        if getattr(self, "_id_source", None) is not self.units:
-            self._id_array = np.array([u.id for u in self.units], dtype=object)
-            self._id_source = self.units
-        return self._id_array[positions].tolist()
-
-
-def _by_score(scores: np.ndarray) -> np.ndarray:
-    # Stable sort on the negated scores: equal scores keep the earlier unit first.
-    return np.argsort(-scores, kind="stable")
 
 
 class Recency(BaseStrategy):
@@ -356,117 +285,6 @@ class Dense(BaseStrategy):
 
     def rank(self, query: str, k: int) -> list[str]:
         return self._ids(self.order(query, k)) if self.units else []
-
-
-# --- fusion ------------------------------------------------------------------------------------
-
-
-class Hybrid(BaseStrategy):
-    """Weighted reciprocal rank fusion (RRF) of several strategies (BM25 + dense by default).
-
-    A unit's fused score is ``sum(weight_i / (k + rank_i))`` over the parts, with 1-based ranks
-    over each part's full ranking; ties go to the earlier unit. ``method="score"`` instead adds the
-    parts' scores after min-max scaling each to [0, 1] per query (parts need ``scores(query)``).
-
-    The default parts, constant and weights were measured best among the RRF settings tried on
-    LoCoMo (BENCHMARKS.md): BM25 with stop words on a window of one neighbouring turn each side keyed
-    with the session date (context and dates the turn alone lacks), weight 2, and dense retrieval on
-    speaker keys, weight 1, with ``k=10``. Plain RRF of turn-level BM25 and bare-text dense (k 60)
-    scores below BM25 alone there: a weak ranking pulls a strong one down at equal weight.
-
-    Args:
-        parts: the strategies to fuse; each is fitted with its own unit options, which must give
-            the same unit ids (turn and window units share ids; the keys may differ).
-        k: the RRF constant (60 in the RRF paper; smaller trusts each part's top ranks more).
-        weights: one weight per part (default 2, 1 for the default parts, else all 1).
-        method: ``"rrf"`` or ``"score"``.
-        **options: unit options. With default parts, any given here replace the tuned ones in both.
-    """
-
-    name = "hybrid"
-
-    def __init__(self, parts: Sequence[Any] | None = None, *, k: float = 10.0,
-                 weights: Sequence[float] | None = None, method: str = "rrf", **options: Any) -> None:
-        super().__init__(**options)
-        if parts is None:
-            unit_options = {n: options[n] for n in ("unit", "key", "window") if n in options}
-            lexical = {"unit": "window", "window": 1, "key": "date", **unit_options}
-            parts = [BM25(stopwords=STOP_WORDS, **lexical), Dense(**unit_options)]
-            weights = [2.0, 1.0] if weights is None else weights
-        self.parts = list(parts)
-        if not self.parts:
-            raise ValueError("Hybrid needs at least one part strategy.")
-        self.weights = list(weights) if weights is not None else [1.0] * len(self.parts)
-        if len(self.weights) != len(self.parts):
-            raise ValueError(f"Give one weight per part: {len(self.parts)} parts, {len(self.weights)} weights.")
-        if method not in ("rrf", "score"):
-            raise ValueError(f"method must be 'rrf' or 'score', not {method!r}.")
-        if k < 0:
-            raise ValueError(f"The RRF constant k must be 0 or more, not {k!r}.")
-        if method == "score" and not all(callable(getattr(p, "scores", None)) for p in self.parts):
-            raise TypeError("method='score' needs parts with a scores(query) method (BM25, Dense, Hybrid); "
-                            "use method='rrf' to fuse rankings only.")
-        self.k, self.method = k, method
-
-    def fit(self, conversation: Conversation) -> list[Unit]:
-        fitted = [part.fit(conversation) if hasattr(part, "fit") else None for part in self.parts]
-        reference = next((u for u in fitted if u is not None), None)
-        if reference is None:
-            reference = self.spec.units(conversation)
-        ids = [u.id for u in reference]
-        for part, units in zip(self.parts, fitted):
-            if units is None:
-                part.index(reference)
-            elif [u.id for u in units] != ids:
-                raise ValueError(f"Hybrid part {part.name!r} indexes other units than the first part; "
-                                 "give every part the same unit and window (keys may differ).")
-        self.units = list(reference)
-        return self.units
-
-    def index(self, units: Sequence[Unit]) -> None:
-        self.units = list(units)
-        for part in self.parts:
-            part.index(self.units)
-
-    def describe(self) -> str:
-        return " + ".join(part.describe() if hasattr(part, "describe") else "turn/text" for part in self.parts)
-
-    def prepare(self, queries: Sequence[str]) -> None:
-        for part in self.parts:
-            if hasattr(part, "prepare"):
-                part.prepare(queries)
-
-    def use_cache(self, cache: EmbeddingCache) -> None:
-        for part in self.parts:
-            if hasattr(part, "use_cache"):
-                part.use_cache(cache)
-
-    def _positions(self, part: Any, query: str) -> np.ndarray:
-        order = getattr(part, "order", None)
-        if callable(order):
-            return np.asarray(order(query), dtype=np.int64)
-        if getattr(self, "_position_source", None) is not self.units:
-            self._position = {u.id: i for i, u in enumerate(self.units)}
-            self._position_source = self.units
-        ranked = part.rank(query, len(self.units))
-        return np.fromiter(map(self._position.__getitem__, ranked), dtype=np.int64, count=len(ranked))
-
-    def scores(self, query: str) -> np.ndarray:
-        """The fused score of every unit, in unit order."""
-        fused = np.zeros(len(self.units), dtype=np.float64)
-        for part, weight in zip(self.parts, self.weights):
-            if self.method == "score":
-                raw = np.asarray(part.scores(query), dtype=np.float64)
-                spread = raw.max() - raw.min() if len(raw) else 0.0
-                fused += weight * ((raw - raw.min()) / spread if spread > 0 else np.zeros_like(raw))
-                continue
-            positions = self._positions(part, query)  # distinct positions, so += is safe
-            fused[positions] += weight / (self.k + np.arange(1, len(positions) + 1))
-        return fused
-
-    def order(self, query: str) -> np.ndarray:
-        """Unit positions by fused score, best first (ties: the earlier unit)."""
-        return _by_score(self.scores(query))
 
 
 # --- names -------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Units and keys: how a conversation is cut into retrievable items, and what text each is indexed by.
+"""Units, keys and the strategy protocol: what retrieval strategies index, and the base they build on.
 
 A *unit* is what a retrieval strategy returns; its *key* is the text that gets indexed.
 :class:`UnitSpec` builds units from a :class:`~agentlab.datasets.Conversation`:
@@ -14,18 +14,27 @@ The key is ``"text"`` or a ``+``-joined choice of extras: ``"speaker"`` (``"Caro
 ``"date"`` (``"[8 May 2023] ..."``) and ``"caption"`` (a shared image's caption), e.g.
 ``"speaker+date"``; or any function ``Turn -> str``.
 
+A strategy is anything with a ``name``, ``index(units)`` and ``rank(query, k)`` (the
+:class:`Strategy` protocol); :class:`BaseStrategy` adds unit options and ``fit(conversation)``.
+
 Invariants: units come out in conversation order with ``position`` 0, 1, ...; unit ids are unique
 within a conversation; every turn belongs to exactly one unit's ``turn_ids``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import numpy as np
 
 from .datasets import Conversation, Turn, parse_date
 
-__all__ = ["KEY_PARTS", "UNIT_KINDS", "Unit", "UnitSpec"]
+if TYPE_CHECKING:
+    from .embedcache import EmbeddingCache
+
+__all__ = ["KEY_PARTS", "UNIT_KINDS", "BaseStrategy", "Strategy", "Unit", "UnitSpec"]
 
 UNIT_KINDS = ("turn", "window", "session")
 KEY_PARTS = ("text", "speaker", "date", "caption")
@@ -114,3 +123,76 @@ class UnitSpec:
         key = self.key if isinstance(self.key, str) else getattr(self.key, "__name__", "custom")
         unit = f"window{self.window}" if self.unit == "window" else self.unit
         return f"{unit}/{key}"
+
+
+@runtime_checkable
+class Strategy(Protocol):
+    """What the evaluation runner needs: a name, ``index(units)`` and ``rank(query, k)``."""
+
+    name: str
+
+    def index(self, units: Sequence[Unit]) -> None:
+        """Index one conversation's units, replacing what was indexed before."""
+        ...
+
+    def rank(self, query: str, k: int) -> list[str]:
+        """Up to ``k`` unit ids, best first."""
+        ...
+
+
+class BaseStrategy:
+    """Unit options, ``fit(conversation)`` and helpers shared by the built-in strategies.
+
+    Args:
+        unit, key, window: see :class:`UnitSpec`.
+        name: overrides the class's default name (useful to compare two configurations).
+    """
+
+    name = "strategy"
+
+    def __init__(self, *, unit: str = "turn", key: str | Callable[[Turn], str] = "text", window: int = 1,
+                 name: str | None = None) -> None:
+        self.spec = UnitSpec(unit, key, window)
+        if name is not None:
+            self.name = name
+        self.units: list[Unit] = []
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, units={self.describe()!r})"
+
+    def describe(self) -> str:
+        """Unit and key in a few characters, e.g. ``"turn/text"`` or ``"window1/date"``."""
+        return self.spec.describe()
+
+    def fit(self, conversation: Conversation) -> list[Unit]:
+        """Build this strategy's units for ``conversation``, index them and return them."""
+        units = self.spec.units(conversation)
+        self.index(units)
+        return units
+
+    def prepare(self, queries: Sequence[str]) -> None:
+        """Called once with every query of a run before any ``rank``; batch work goes here."""
+
+    def use_cache(self, cache: EmbeddingCache) -> None:
+        """Offer the runner's embedding cache; strategies that embed keep it unless they have one."""
+
+    def index(self, units: Sequence[Unit]) -> None:
+        self.units = list(units)
+
+    def rank(self, query: str, k: int) -> list[str]:
+        order = getattr(self, "order", None)
+        if order is None:
+            raise NotImplementedError(f"{type(self).__name__} must implement rank(query, k) or order(query).")
+        return self._ids(order(query)[:k]) if self.units else []
+
+    def _ids(self, positions: np.ndarray) -> list[str]:
+        """The ids of the units at these positions (an object array lookup, not a loop per unit)."""
+        if getattr(self, "_id_source", None) is not self.units:
+            self._id_array = np.array([u.id for u in self.units], dtype=object)
+            self._id_source = self.units
+        return self._id_array[positions].tolist()
+
+
+def _by_score(scores: np.ndarray) -> np.ndarray:
+    # Stable sort on the negated scores: equal scores keep the earlier unit first.
+    return np.argsort(-scores, kind="stable")
