@@ -6,18 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from notebook_utils import outputs_text
+
 NOTEBOOK = Path(__file__).parent.parent / "notebooks" / "03-context-memory.ipynb"
-
-
-def outputs_text(notebook) -> str:
-    chunks = []
-    for cell in notebook.cells:
-        for output in cell.get("outputs", []):
-            if output.get("output_type") == "stream":
-                chunks.append(output["text"])
-            elif "data" in output:
-                chunks.append(output["data"].get("text/plain", ""))
-    return "\n".join(chunks)
 
 
 def test_the_notebook_is_stored_without_outputs():

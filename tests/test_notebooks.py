@@ -6,18 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from notebook_utils import outputs_text
+
 NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
-
-
-def outputs_text(notebook) -> str:
-    chunks = []
-    for cell in notebook.cells:
-        for output in cell.get("outputs", []):
-            if output.get("output_type") == "stream":
-                chunks.append(output["text"])
-            elif "data" in output:
-                chunks.append(output["data"].get("text/plain", ""))
-    return "\n".join(chunks)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
