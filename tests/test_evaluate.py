@@ -294,3 +294,10 @@ class TestTheEmbeddingCacheFile:
             holder.wait()
         time.sleep(0.1)
         assert EmbeddingCache(path).count() == 1  # nothing was written while it was locked
+
+
+def test_the_runner_is_reachable_as_agentlab_eval_run():
+    import agentlab.eval
+    import agentlab.evaluate
+
+    assert agentlab.eval.run is agentlab.evaluate.run
