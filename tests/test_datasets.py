@@ -19,7 +19,7 @@ from agentlab.datasets import (
 )
 from agentlab.errors import DatasetError
 
-LOCOMO_PATH = Path("/work/shared/datasets/locomo/locomo10.json")
+LOCOMO_PATH = Path(__file__).resolve().parents[1].parent / "shared" / "datasets" / "locomo" / "locomo10.json"
 needs_locomo = pytest.mark.skipif(
     not LOCOMO_PATH.is_file(),
     reason=f"LoCoMo is not in the repository (CC BY-NC); these tests read it from {LOCOMO_PATH}, which is absent.",
