@@ -210,10 +210,7 @@ class ChatAgent(Agent):
         user_tools = as_tools(tools)
         with self._turn_lock:
             message = {"id": _new_id(), "role": "user", "parts": parts, "created_at": now_iso()}
-            if parent_id is UNSET:
-                self.session.append_message(message)
-            else:
-                self.session.append_message(message, parent_id=parent_id)
+            self.session.append_message(message, parent_id=parent_id)  # UNSET is append_message's own default
             turn = Turn(id=_new_id(), message_ids=[message["id"]], start_id=message["id"])
             return self._run(turn, settings, user_tools)
 
