@@ -46,6 +46,15 @@ class _Column:
         self._data[self.size : end] = values
         self.size = end
 
+    def append(self, value: Any) -> None:
+        """Add one value (no temporary array: a single append is on the path of every message write)."""
+        if self.size == len(self._data):
+            grown = np.zeros(2 * len(self._data), dtype=self._data.dtype)
+            grown[: self.size] = self._data[: self.size]
+            self._data = grown
+        self._data[self.size] = value
+        self.size += 1
+
     @property
     def values(self) -> np.ndarray:
         return self._data[: self.size]
@@ -89,8 +98,8 @@ class Postings:
                 pending = self._pending[tid] = ([], [])
             pending[0].append(docnum)
             pending[1].append(position)
-        self.lengths.extend(np.array([len(tokens)]))
-        self.alive.extend(np.ones(1, dtype=np.bool_))
+        self.lengths.append(len(tokens))
+        self.alive.append(True)
         self.n_alive += 1
         self.total_length += len(tokens)
         return docnum
@@ -216,6 +225,19 @@ def arrow_strings(values: list[str]) -> Any:
     return pa.Array.from_buffers(pa.large_string(), len(values), [None, pa.py_buffer(offsets), pa.py_buffer(raw)])
 
 
+def arrow_optional_strings(values: Sequence[str | None]) -> Any:
+    """A ``large_string`` Arrow array of Python strings where ``None`` is null (no pandas, like :func:`arrow_strings`)."""
+    import pyarrow as pa
+
+    valid = np.fromiter((v is not None for v in values), dtype=np.bool_, count=len(values))
+    if valid.all():
+        return arrow_strings(list(values))  # type: ignore[arg-type]
+    dense = arrow_strings([v if v is not None else "" for v in values])
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return pa.Array.from_buffers(pa.large_string(), len(values), [bitmap, *dense.buffers()[1:]],
+                                 null_count=int(len(values) - valid.sum()))
+
+
 def arrow_ints(values: np.ndarray) -> Any:
     """An Arrow int32/int64 array sharing a numpy array's memory."""
     import pyarrow as pa
@@ -269,8 +291,8 @@ class DocTable:
         self.drop(doc_id)
         self.doc_num[doc_id] = self.postings.add(tokens)
         self.doc_ids.append(doc_id)
-        self.seqs.extend(np.array([seq]))
-        self.group_of.extend(np.array([self._code(group)]))
+        self.seqs.append(seq)
+        self.group_of.append(self._code(group))
 
     def add_table(self, table: Any) -> None:
         """Add rows (doc_id, grp, seq, length, tokens) from an Arrow table, vectorised."""

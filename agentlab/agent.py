@@ -16,8 +16,12 @@ import json
 import os
 import threading
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
+
+import duckdb
 
 from .connection import Connection, Frame
 from .errors import AgentClosedError, AgentlabError, StateError, StateRejectedError
@@ -53,19 +57,49 @@ class SqlRunner:
     def __call__(self, query: str, *params: Any) -> list[dict[str, Any]]:
         """Run ``query`` with bound ``params``; return the rows as dicts ([] for statements).
 
+        A statement that may write (anything but SELECT and EXPLAIN) makes agentlab drop its in-memory
+        caches afterwards, so sessions and searches see what the SQL changed.
+
         Raises:
             SqlError: DuckDB rejected the query (the error carries it).
             ReadOnlyAgentError: The query writes to a read-only agent.
         """
-        return self._agent._store_checked().rows(query, list(params))
+        store = self._agent._store_checked()
+        with self._watch(store, query):
+            return store.rows(query, list(params))
 
     def df(self, query: str, *params: Any) -> Any:
         """Like calling the runner, but return a pandas DataFrame."""
-        return self._agent._store_checked().relation(query, list(params)).df()
+        store = self._agent._store_checked()
+        with self._watch(store, query):
+            return store.relation(query, list(params)).df()
 
     def arrow(self, query: str, *params: Any) -> Any:
         """Like calling the runner, but return a pyarrow Table (no copy through pandas)."""
-        return self._agent._store_checked().relation(query, list(params)).to_arrow_table()
+        store = self._agent._store_checked()
+        with self._watch(store, query):
+            return store.relation(query, list(params)).to_arrow_table()
+
+    @staticmethod
+    @contextmanager
+    def _watch(store: Store, query: str) -> Iterator[None]:
+        writes = not store.read_only and _may_write(query)
+        try:
+            yield
+        finally:
+            if writes:
+                store.note_outside_write()
+
+
+_READS = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
+
+
+def _may_write(query: str) -> bool:
+    """Whether ``query`` holds a statement that could change the file (unparsable text counts as one)."""
+    try:
+        return any(statement.type not in _READS for statement in duckdb.extract_statements(query))
+    except (duckdb.Error, TypeError):
+        return True
 
 
 class Agent(AgentFramesMixin):

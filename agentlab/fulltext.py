@@ -14,6 +14,10 @@ Storage and caching:
   Consequence: a search inside an open transaction does not see that transaction's own writes.
 * One :class:`agentlab.store.Store` per file per process (as the agent registry guarantees);
   ``fulltext_docs`` is private to this module.
+* Messages are the exception (:class:`MessageIndex`): their tokens live in the ``messages`` row itself
+  (migration ``m060_message_search``), written by :class:`agentlab.tree.MessageTree` in the same INSERT
+  as the message, so that an append is one statement. The tree tells the index what changed; the
+  index applies it to its in-memory view after the commit, as for ``fulltext_docs``.
 
 Query semantics (spec §4), for ``mode``:
 
@@ -104,26 +108,26 @@ class _Namespace:
 @dataclass
 class _StoreState:
     next_seq: int | None = None
-    namespaces: dict[str, _Namespace] = field(default_factory=dict)
+    namespaces: dict[tuple[str, str], _Namespace] = field(default_factory=dict)
+
+    def forget(self) -> None:
+        """Drop every view (rebuilt from the file on the next search), after SQL from outside."""
+        self.next_seq = None
+        for ns in self.namespaces.values():
+            ns.loaded = None
+            ns.written.clear()
 
 
 _STATES: weakref.WeakKeyDictionary[Store, _StoreState] = weakref.WeakKeyDictionary()
 
 
-class FullTextIndex:
-    """A durable full-text index in an agent's DuckDB file, searched with FTS5 semantics.
+class _SearchView:
+    """The reading half of a full-text index: the in-memory view of one namespace and BM25 search over it.
 
-    Args:
-        store: The open store (its schema includes ``m010_fulltext``).
-        namespace: Which index, e.g. ``"messages"`` or ``"knowledge"``.
-        params: The BM25 constants (default :data:`agentlab.bm25.FTS5_BM25`).
-
-    Example:
-        >>> fts = FullTextIndex(Store(), "messages")
-        >>> fts.index("m1", "Deploying on Friday", group="s1")
-        >>> [h.doc_id for h in fts.search("deploy friday", mode="all")]
-        ['m1']
+    Subclasses say where the durable rows are (:meth:`_load_table`) and how they are written.
     """
+
+    _kind = "docs"
 
     def __init__(self, store: Store, namespace: str, *, params: BM25Params = FTS5_BM25) -> None:
         if not isinstance(namespace, str) or not namespace:
@@ -137,8 +141,119 @@ class FullTextIndex:
             state = _STATES.get(store)
             if state is None:
                 state = _STATES[store] = _StoreState()
+                store.on_outside_write(state.forget)
             self._state = state
-            self._ns = state.namespaces.setdefault(namespace, _Namespace())
+            self._ns = state.namespaces.setdefault((self._kind, namespace), _Namespace())
+
+    def _load_table(self, cursor: Any) -> Any:
+        """The namespace's committed rows as Arrow (doc_id, grp, seq, length, tokens), in seq order."""
+        return cursor.sql(_LOAD, params=[self.namespace]).to_arrow_table()
+
+    def _compact_if_needed(self) -> None:
+        if self._ns.loaded is not None and self._ns.loaded.postings.mostly_dead():
+            self._ns.loaded = None  # rebuilt from the file on the next search, without the dead rows
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def _view(self) -> DocTable:
+        ns = self._ns
+        if ns.loaded is None:
+            # A second connection sees committed rows only, even inside an open transaction.
+            cursor = self.store.conn.cursor()
+            try:
+                table = self._load_table(cursor)
+            finally:
+                cursor.close()
+            loaded = DocTable()
+            if table.num_rows:
+                loaded.add_table(table)
+            ns.loaded = loaded
+        return ns.loaded
+
+    def search(
+        self,
+        query: str,
+        *,
+        mode: str = "any",
+        limit: int = 10,
+        groups: Collection[str] | None = None,
+        doc_ids: Collection[str] | None = None,
+    ) -> list[Hit]:
+        """Find documents matching a query, best BM25 score first.
+
+        Args:
+            query: Free text; never parsed as FTS syntax.
+            mode: ``"any"`` (ranked OR of words), ``"all"`` (AND of words) or ``"phrase"``.
+            limit: At most this many hits.
+            groups: Only documents in these groups.
+            doc_ids: Only these documents.
+
+        Returns:
+            Hits, best first; ties in insertion order. ``[]`` for a query without tokens.
+
+        Raises:
+            InvalidSearchError: An unknown mode or a negative limit.
+        """
+        if mode not in MODES:
+            raise InvalidSearchError(f"Unknown search mode {mode!r}; use one of {', '.join(MODES)}.")
+        if not isinstance(limit, int) or limit < 0:
+            raise InvalidSearchError(f"limit must be an int >= 0, not {limit!r}.")
+        for name, value in (("groups", groups), ("doc_ids", doc_ids)):
+            if isinstance(value, str):
+                raise InvalidSearchError(f"{name} takes a collection; use {name}=[{value!r}].")
+        phrases = query_phrases(query, mode)
+        if not phrases or limit == 0:
+            return []
+        with self.store.lock:
+            view = self._view()
+            postings = view.postings
+            if not postings.n_alive:
+                return []
+            distinct = {p: postings.phrase(p) for p in phrases}
+            n_docs, avgdl = postings.n_alive, postings.total_length / postings.n_alive
+            doc_len = postings.lengths.values
+            scores = np.zeros(postings.size)
+            matched = np.zeros(postings.size, dtype=np.int32)
+            for docs, _ in distinct.values():
+                matched[docs] += 1
+            for phrase in phrases:  # query order, repeats included: FTS5 sums over every phrase
+                docs, tf = distinct[phrase]
+                if len(docs):
+                    idf = fts5_idf(n_docs, len(docs))
+                    scores[docs] += bm25_term(idf, tf, doc_len[docs], avgdl, self.params)
+            candidates = np.flatnonzero(matched >= (1 if mode == "any" else len(distinct)))
+            if groups is not None:
+                codes = [view.group_code[g] for g in groups if g in view.group_code]
+                candidates = candidates[np.isin(view.group_of.values[candidates], codes)]
+            if doc_ids is not None:
+                nums = [view.doc_num[d] for d in doc_ids if d in view.doc_num]
+                candidates = np.intersect1d(candidates, np.array(nums, dtype=np.int64))
+            best = candidates[top_k(candidates, scores[candidates], limit)]
+            return [
+                Hit(view.doc_ids[n], float(scores[n]), view.groups[view.group_of.values[n]])  # type: ignore[arg-type]
+                for n in best.tolist()
+            ]
+
+    def snippet(self, text: str, query: str, width: int = 160) -> str:
+        """:func:`snippet` (here so callers holding an index need no other import)."""
+        return snippet(text, query, width=width)
+
+
+
+class FullTextIndex(_SearchView):
+    """A durable full-text index in an agent's DuckDB file, searched with FTS5 semantics.
+
+    Args:
+        store: The open store (its schema includes ``m010_fulltext``).
+        namespace: Which index, e.g. ``"knowledge"`` (messages have their own, :class:`MessageIndex`).
+        params: The BM25 constants (default :data:`agentlab.bm25.FTS5_BM25`).
+
+    Example:
+        >>> fts = FullTextIndex(Store(), "notes")
+        >>> fts.index("m1", "Deploying on Friday", group="s1")
+        >>> [h.doc_id for h in fts.search("deploy friday", mode="all")]
+        ['m1']
+    """
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -270,10 +385,6 @@ class FullTextIndex:
                 self.store.execute("DELETE FROM fulltext_docs WHERE namespace = ? AND grp = ?", [self.namespace, group])
             self.store.after_commit(forget)
 
-    def _compact_if_needed(self) -> None:
-        if self._ns.loaded is not None and self._ns.loaded.postings.mostly_dead():
-            self._ns.loaded = None  # rebuilt from the file on the next search, without the dead rows
-
     def count(self, group: str | None = None) -> int:
         """Number of indexed documents (in one group if given), as the file holds them now."""
         if group is None:
@@ -282,90 +393,76 @@ class FullTextIndex:
             "SELECT count(*) FROM fulltext_docs WHERE namespace = ? AND grp = ?", [self.namespace, group]
         ))
 
-    # -- reading -------------------------------------------------------------------------------
 
-    def _view(self) -> DocTable:
+
+_LOAD_MESSAGES = """
+SELECT id AS doc_id, session_id AS grp, search_seq AS seq,
+       CASE WHEN search_tokens = '' THEN 0
+            ELSE length(search_tokens) - length(replace(search_tokens, ' ', '')) + 1 END AS length,
+       search_tokens AS tokens
+FROM messages
+WHERE search_tokens IS NOT NULL
+ORDER BY search_seq
+"""
+
+
+class MessageIndex(_SearchView):
+    """Full-text search over the ``messages`` table, whose rows carry their own tokens.
+
+    Only :class:`agentlab.tree.MessageTree` writes those rows; it calls :meth:`added`, :meth:`removed`
+    and :meth:`cleared` inside the write's transaction (or right after an autocommitted statement), and
+    the change reaches the in-memory view when the write commits. Documents are message ids, groups are
+    session ids, and seq is the row's ``search_seq``.
+    """
+
+    _kind = "messages"
+
+    def __init__(self, store: Store, *, params: BM25Params = FTS5_BM25) -> None:
+        super().__init__(store, "messages", params=params)
+
+    def _load_table(self, cursor: Any) -> Any:
+        return cursor.sql(_LOAD_MESSAGES).to_arrow_table()
+
+    def added(self, doc_id: str, group: str, seq: int, tokens: list[str]) -> None:
+        """One message row was written (or rewritten) with these tokens."""
         ns = self._ns
-        if ns.loaded is None:
-            # A second connection sees committed rows only, even inside an open transaction.
-            cursor = self.store.conn.cursor()
-            try:
-                table = cursor.sql(_LOAD, params=[self.namespace]).to_arrow_table()
-            finally:
-                cursor.close()
-            loaded = DocTable()
-            if table.num_rows:
-                loaded.add_table(table)
-            ns.loaded = loaded
-        return ns.loaded
+        self.store.after_commit(lambda: ns.loaded.add(doc_id, group, seq, tokens) if ns.loaded else None)
 
-    def search(
-        self,
-        query: str,
-        *,
-        mode: str = "any",
-        limit: int = 10,
-        groups: Collection[str] | None = None,
-        doc_ids: Collection[str] | None = None,
-    ) -> list[Hit]:
-        """Find documents matching a query, best BM25 score first.
+    def added_table(self, table: Any) -> None:
+        """Message rows were written in bulk: an Arrow table (doc_id, grp, seq, length, tokens)."""
+        ns = self._ns
+        self.store.after_commit(lambda: ns.loaded.add_table(table) if ns.loaded else None)
 
-        Args:
-            query: Free text; never parsed as FTS syntax.
-            mode: ``"any"`` (ranked OR of words), ``"all"`` (AND of words) or ``"phrase"``.
-            limit: At most this many hits.
-            groups: Only documents in these groups.
-            doc_ids: Only these documents.
+    def removed(self, doc_ids: Collection[str]) -> None:
+        """Message rows were deleted, or lost their text."""
+        ns = self._ns
+        ids = list(doc_ids)
 
-        Returns:
-            Hits, best first; ties in insertion order. ``[]`` for a query without tokens.
+        def forget() -> None:
+            if ns.loaded is not None:
+                for doc_id in ids:
+                    ns.loaded.drop(doc_id)
+                self._compact_if_needed()
 
-        Raises:
-            InvalidSearchError: An unknown mode or a negative limit.
-        """
-        if mode not in MODES:
-            raise InvalidSearchError(f"Unknown search mode {mode!r}; use one of {', '.join(MODES)}.")
-        if not isinstance(limit, int) or limit < 0:
-            raise InvalidSearchError(f"limit must be an int >= 0, not {limit!r}.")
-        for name, value in (("groups", groups), ("doc_ids", doc_ids)):
-            if isinstance(value, str):
-                raise InvalidSearchError(f"{name} takes a collection; use {name}=[{value!r}].")
-        phrases = query_phrases(query, mode)
-        if not phrases or limit == 0:
-            return []
-        with self.store.lock:
-            view = self._view()
-            postings = view.postings
-            if not postings.n_alive:
-                return []
-            distinct = {p: postings.phrase(p) for p in phrases}
-            n_docs, avgdl = postings.n_alive, postings.total_length / postings.n_alive
-            doc_len = postings.lengths.values
-            scores = np.zeros(postings.size)
-            matched = np.zeros(postings.size, dtype=np.int32)
-            for docs, _ in distinct.values():
-                matched[docs] += 1
-            for phrase in phrases:  # query order, repeats included: FTS5 sums over every phrase
-                docs, tf = distinct[phrase]
-                if len(docs):
-                    idf = fts5_idf(n_docs, len(docs))
-                    scores[docs] += bm25_term(idf, tf, doc_len[docs], avgdl, self.params)
-            candidates = np.flatnonzero(matched >= (1 if mode == "any" else len(distinct)))
-            if groups is not None:
-                codes = [view.group_code[g] for g in groups if g in view.group_code]
-                candidates = candidates[np.isin(view.group_of.values[candidates], codes)]
-            if doc_ids is not None:
-                nums = [view.doc_num[d] for d in doc_ids if d in view.doc_num]
-                candidates = np.intersect1d(candidates, np.array(nums, dtype=np.int64))
-            best = candidates[top_k(candidates, scores[candidates], limit)]
-            return [
-                Hit(view.doc_ids[n], float(scores[n]), view.groups[view.group_of.values[n]])  # type: ignore[arg-type]
-                for n in best.tolist()
-            ]
+        self.store.after_commit(forget)
 
-    def snippet(self, text: str, query: str, width: int = 160) -> str:
-        """:func:`snippet` (here so callers holding an index need no other import)."""
-        return snippet(text, query, width=width)
+    def cleared(self, group: str) -> None:
+        """Every message row of one session was deleted."""
+        ns = self._ns
+
+        def forget() -> None:
+            if ns.loaded is not None:
+                ns.loaded.clear_group(group)
+                self._compact_if_needed()
+
+        self.store.after_commit(forget)
+
+    def count(self, group: str | None = None) -> int:
+        """Number of indexed messages (in one session if given), as the file holds them now."""
+        if group is None:
+            return int(self.store.scalar("SELECT count(*) FROM messages WHERE search_tokens IS NOT NULL"))
+        return int(self.store.scalar(
+            "SELECT count(*) FROM messages WHERE search_tokens IS NOT NULL AND session_id = ?", [group]))
 
 
 _SPACES = re.compile(r"\s+")

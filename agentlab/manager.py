@@ -27,6 +27,7 @@ from typing import Any
 from .errors import ForkedHistoryError, UnknownMessageError, UnknownSessionError
 from .message_search import SearchHit, search_tree
 from .naming import validate_name
+from .seqs import clock_of
 from .session import Session
 from .store import Store
 from .tree import tree_of
@@ -134,8 +135,9 @@ class SessionManager:
             if self._row(sid) is not None:
                 raise ValueError(f"A session with id {sid!r} exists; pick another id or omit it.")
             with self.store.transaction() as conn:
-                conn.execute("INSERT INTO sessions (id, name, parent_session_id, model, source) VALUES (?, ?, ?, ?, ?)",
-                             [sid, name, parent_session_id, model, source]).fetchall()
+                conn.execute("INSERT INTO sessions (id, seq, name, parent_session_id, model, source) "
+                             "VALUES (?, ?, ?, ?, ?, ?)",
+                             [sid, clock_of(self.store).take(), name, parent_session_id, model, source]).fetchall()
                 self.tree.sessions_changed()
             return self.get(sid)
 
@@ -232,9 +234,9 @@ class SessionManager:
             sid = uuid.uuid4().hex
             with self.store.transaction() as conn:
                 conn.execute(
-                    "INSERT INTO sessions (id, name, parent_session_id, fork_message_id, model, source) "
-                    "VALUES (?, ?, ?, ?, ?, ?)",
-                    [sid, name, session_id, at_message_id, parent.model if parent else None,
+                    "INSERT INTO sessions (id, seq, name, parent_session_id, fork_message_id, model, source) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [sid, clock_of(self.store).take(), name, session_id, at_message_id, parent.model if parent else None,
                      parent.source if parent else None]).fetchall()
                 self.tree.sessions_changed()
             return self.get(sid)

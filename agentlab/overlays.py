@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
+from .seqs import clock_of
 from .store import Store
 
 __all__ = ["CompactionRecord", "insert_compaction", "load_compactions", "load_events", "record_event"]
@@ -26,7 +27,7 @@ _COLUMNS = ("seq, id, session_id, summary, from_message_id, to_message_id, leaf_
 
 _INSERT = f"""
 INSERT INTO compactions ({_COLUMNS})
-VALUES (nextval('session_seq'), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now())
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now())
 RETURNING {_COLUMNS}
 """
 
@@ -77,6 +78,7 @@ def load_compactions(store: Store) -> list[CompactionRecord]:
 
 
 def insert_compaction(
+    store: Store,
     conn: Any,
     session_id: str,
     summary: str,
@@ -89,8 +91,8 @@ def insert_compaction(
     tokens_after: int | None = None,
     trigger: str = "manual",
 ) -> CompactionRecord:
-    """Insert one overlay row through ``conn`` (inside the caller's transaction) and return it."""
-    row = conn.execute(_INSERT, [uuid.uuid4().hex, session_id, summary, from_message_id, to_message_id, leaf_id,
+    """Insert one overlay row through ``conn`` (inside the caller's transaction on ``store``) and return it."""
+    row = conn.execute(_INSERT, [clock_of(store).take(), uuid.uuid4().hex, session_id, summary, from_message_id, to_message_id, leaf_id,
                                  messages_covered, tokens_before, tokens_after, trigger]).fetchall()[0]
     return CompactionRecord(*row)
 
@@ -109,10 +111,10 @@ def record_event(
     with store.transaction() as conn:
         conn.execute(
             """
-            INSERT INTO compaction_events (session_id, kind, trigger, leaf_id, tokens_before, error_type, error)
-            VALUES (?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO compaction_events (seq, session_id, kind, trigger, leaf_id, tokens_before, error_type, error)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
             """,
-            [session_id, kind, trigger, leaf_id, tokens_before,
+            [clock_of(store).take(), session_id, kind, trigger, leaf_id, tokens_before,
              type(error).__name__ if error is not None else None, str(error) if error is not None else None],
         ).fetchall()
 

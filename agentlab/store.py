@@ -94,6 +94,9 @@ class Store:
         # change the file does not have.
         self._after_commit: list[Callable[[], None]] = []
         self._after_rollback: list[Callable[[], None]] = []
+        # Callbacks that drop every derived cache: run after SQL that agentlab did not write itself
+        # (agent.sql) may have changed the file, so no cache outlives a change made behind its back.
+        self._outside_write: list[Callable[[], None]] = []
         if read_only and self.path != MEMORY and not Path(self.path).exists():
             raise FileNotFoundError(
                 f"No agent file at {self.path}; open it once without read_only=True to create it."
@@ -196,6 +199,21 @@ class Store:
         with self.lock:
             if self._depth:
                 self._after_rollback.append(callback)
+
+    def on_outside_write(self, callback: Callable[[], None]) -> None:
+        """Register ``callback`` to drop a derived cache whenever :meth:`note_outside_write` is called."""
+        with self.lock:
+            self._outside_write.append(callback)
+
+    def note_outside_write(self) -> None:
+        """Say that statements agentlab did not write (``agent.sql``) may have changed the file.
+
+        Every derived cache (message map and texts, search views, FAISS indexes) is dropped and rebuilt
+        from the file when next needed.
+        """
+        with self.lock:
+            for callback in list(self._outside_write):
+                callback()
 
     @property
     def in_transaction(self) -> bool:

@@ -133,7 +133,11 @@ _CACHES_LOCK = threading.Lock()
 
 def _caches(store: Store) -> dict[str, _Cache]:
     with _CACHES_LOCK:
-        return _CACHES.setdefault(store, {})
+        caches = _CACHES.get(store)
+        if caches is None:
+            caches = _CACHES[store] = {}
+            store.on_outside_write(caches.clear)  # rebuilt from DuckDB on the next search
+        return caches
 
 
 def content_hash(content: str) -> str:

@@ -142,7 +142,7 @@ def check_after_crash(root: Path, scenario: str, acks: list[str]) -> TrialResult
         orphans = [m for m, r in messages.items() if r["parent_id"] is not None and r["parent_id"] not in messages]
         if orphans:
             result.problems.append(f"{len(orphans)} messages whose parent is missing")
-        indexed = {r["doc_id"] for r in agent.sql("SELECT doc_id FROM fulltext_docs WHERE namespace = 'messages'")}
+        indexed = {r["id"] for r in agent.sql("SELECT id FROM messages WHERE search_tokens IS NOT NULL")}
         if indexed != set(messages):
             result.problems.append(f"search index has {len(indexed)} docs for {len(messages)} messages")
         for ack in acks[-3:]:
