@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import re
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -163,6 +164,21 @@ class _Labelled:
 # -- plain blocks ------------------------------------------------------------------------------------------------
 
 
+# Texts of context_blocks rows already read, per store: the frozen prompt is read before every model call, and
+# only AgentContextProvider.set writes the table. Derived data: emptied after SQL from outside, and a label is
+# dropped while a write to it is uncommitted.
+_BLOCK_TEXTS: weakref.WeakKeyDictionary[Store, dict[str, str | None]] = weakref.WeakKeyDictionary()
+
+
+def _block_texts(store: Store) -> dict[str, str | None]:
+    with store.lock:
+        texts = _BLOCK_TEXTS.get(store)
+        if texts is None:
+            texts = _BLOCK_TEXTS[store] = {}
+            store.on_outside_write(texts.clear)
+        return texts
+
+
 class AgentContextProvider(_Labelled):
     """A writable block stored in the agent's DuckDB file (upstream ``AgentContextProvider``).
 
@@ -183,24 +199,35 @@ class AgentContextProvider(_Labelled):
 
     def get(self) -> str | None:
         """The stored text, or None if the label was never written."""
-        rows = _store_of(self._agent).execute(
-            "SELECT content FROM context_blocks WHERE label = ?", [self._label()]
-        ).fetchall()
-        return rows[0][0] if rows else None
+        store = _store_of(self._agent)
+        label = self._label()
+        with store.lock:
+            texts = _block_texts(store)
+            if label in texts:
+                return texts[label]
+            rows = store.execute("SELECT content FROM context_blocks WHERE label = ?", [label]).fetchall()
+            text = rows[0][0] if rows else None
+            if not store.in_transaction:  # inside one, the row may hold a write that could still roll back
+                texts[label] = text
+            return text
 
     def set(self, content: str) -> None:
         """Insert or replace the text (and move ``updated_at``)."""
         if not isinstance(content, str):
             raise TypeError(f"Block content must be a string, not {type(content).__name__}.")
         store = _store_of(self._agent)
+        label = self._label()
         with store.transaction():
+            texts = _block_texts(store)
+            texts.pop(label, None)
             store.execute(
                 """
                 INSERT INTO context_blocks (label, content) VALUES (?, ?)
                 ON CONFLICT (label) DO UPDATE SET content = excluded.content, updated_at = now()
                 """,
-                [self._label(), content],
+                [label, content],
             )
+            store.after_commit(lambda: texts.__setitem__(label, content))
 
 
 # -- skills ------------------------------------------------------------------------------------------------------

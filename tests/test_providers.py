@@ -118,6 +118,30 @@ class TestAgentContextProvider:
         assert AgentContextProvider(get_agent(Agent, "alice"), "memory").get() == "User likes coffee."
 
 
+    def test_two_providers_of_one_label_see_each_others_writes(self, store):
+        reader, writer = AgentContextProvider(store, "memory"), AgentContextProvider(store, "memory")
+        assert reader.get() is None  # remembered as absent
+        writer.set("v1")
+        assert reader.get() == "v1"
+
+    def test_a_rolled_back_write_is_not_read_back(self, store):
+        provider = AgentContextProvider(store, "memory")
+        provider.set("kept")
+        with pytest.raises(RuntimeError):
+            with store.transaction():
+                provider.set("lost")
+                assert provider.get() == "lost"  # the open transaction sees its own write
+                raise RuntimeError("abort")
+        assert provider.get() == "kept"
+
+    def test_a_write_made_with_agent_sql_is_read_back(self):
+        agent = get_agent(Agent, "bob")
+        provider = AgentContextProvider(agent, "memory")
+        provider.set("old")
+        assert provider.get() == "old"
+        agent.sql("UPDATE context_blocks SET content = ? WHERE label = 'memory'", "new")
+        assert provider.get() == "new"
+
 class TestAgentSkillProvider:
     def test_catalogue_lists_keys_in_order_with_descriptions(self, store):
         skills = AgentSkillProvider(store, "skills")
