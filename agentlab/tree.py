@@ -269,6 +269,7 @@ class MessageTree:
             self._load_sessions()
             self._inherited_cache: dict[str, tuple[int, frozenset[str]]] = {}
             self._branch_cache: dict[str, tuple[str | None, int, set[str]]] = {}
+            self._path_cache: dict[str, tuple[str, int, int, list[str]]] = {}
             self.contents.clear()
             self._stale = False
             self._generation += 1
@@ -409,7 +410,39 @@ class MessageTree:
             start = leaf_id if leaf_id else self.latest_leaf_id(session_id)
             if start is None or not self._visible(session_id, start):
                 return []
-            return self._walk(session_id, start, max_depth)
+            return self._cached_walk(session_id, start, max_depth)
+
+    _PATH_REUSE_STEPS = 64
+
+    def _cached_walk(self, session_id: str, start: str, max_depth: int) -> list[str]:
+        """:meth:`_walk`, reusing the session's last walked path when ``start`` is on it or a few steps below it.
+
+        Reading the same branch again (every chat turn does) then costs a list copy instead of a walk of every
+        ancestor. Only a change that bumps the generation can alter a stored path (appends add rows below it).
+        """
+        cached = self._path_cache.get(session_id)
+        if cached is not None and cached[1] == self._generation and cached[2] == max_depth:
+            leaf, _, _, path = cached
+            if start == leaf:
+                return list(path)
+            below: list[str] = []
+            cur: str | None = start
+            session, parent, inherited = self._session, self._parent, self.inherited(session_id)
+            while cur is not None and len(below) < self._PATH_REUSE_STEPS:
+                if cur == leaf:
+                    found = path + below[::-1]
+                    if len(found) > max_depth:
+                        break  # a cut path: walk it for real
+                    self._path_cache[session_id] = (start, self._generation, max_depth, found)
+                    return list(found)
+                owner = session.get(cur)
+                if owner is None or (owner != session_id and cur not in inherited):
+                    break
+                below.append(cur)
+                cur = parent[cur]
+        path = self._walk(session_id, start, max_depth)
+        self._path_cache[session_id] = (start, self._generation, max_depth, path)
+        return list(path)
 
     def on_current_branch(self, session_id: str, message_id: str) -> bool:
         """Whether ``message_id`` is on the path to the latest leaf of ``session_id``.
@@ -551,6 +584,7 @@ class MessageTree:
                     leaves.discard(parent)
             if mid in dangling:  # a deleted id comes back: its old children point at it again
                 dangling.discard(mid)
+                self._generation += 1  # so their paths (and any path cached through them) change
                 children = self._kids()
                 if any(session_of.get(c) == session_id for c in children.get(mid, ())):
                     continue
@@ -629,11 +663,16 @@ class MessageTree:
             stored: list[dict[str, Any]] = []
             contents: list[str] = []
             prev = self._resolve_parent(session_id, parent_id)
-            known, dangling = self._seq, self._dangling
+            known, dangling, owner = self._seq, self._dangling, self._session
             for message in messages:
                 msg, content, own_parent = prepare_placed(message, stamp=stamp)
                 mid = msg["id"]
-                parent = prev if own_parent is UNSET else self._resolve_parent(session_id, own_parent, new)
+                if own_parent is UNSET:
+                    parent = prev
+                elif own_parent in new or (type(own_parent) is str and owner.get(own_parent) == session_id):
+                    parent = own_parent  # in this batch, or a row of this session: what _resolve_parent allows
+                else:
+                    parent = self._resolve_parent(session_id, own_parent, new)
                 if mid in new:
                     plan.append((mid, parents[new[mid]], 0))
                 elif mid in known and self._check_new_id(session_id, mid):

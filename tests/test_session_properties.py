@@ -123,3 +123,68 @@ def test_search_finds_every_message_containing_the_word(shared_store, texts, wor
     expected = {f"{prefix}{i}" for i, t in enumerate(texts) if word in t}
     for mode in ("any", "all", "phrase"):
         assert {h.id for h in session.search(word, mode=mode, limit=100)} == expected
+
+
+@st.composite
+def operations(draw, max_ops: int = 40):
+    """Appends (under a random earlier id, possibly a deleted one coming back), reads and deletes, interleaved."""
+    ops = []
+    for _ in range(draw(st.integers(1, max_ops))):
+        kind = draw(st.sampled_from(["append", "append", "read", "read", "read", "delete", "reuse", "reuse"]))
+        ops.append((kind, draw(st.integers(0, 10_000)), draw(st.integers(0, 10_000))))
+    return ops
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(operations())
+def test_history_stays_the_naive_walk_while_the_tree_changes(shared_store, ops):
+    # Reads between writes exercise the path cache: every answer must match a walk of the model below.
+    prefix = f"e{next(_examples)}-"
+    session = Session(shared_store, prefix)
+    parents: dict[str, str | None] = {}  # every id ever stored -> its parent
+    alive: set[str] = set()
+    deleted: list[str] = []
+
+    def chain(node: str) -> list[str]:  # parent pointers, through deleted ids too
+        found, cur = [], node
+        while cur is not None and cur in parents and cur not in found:
+            found.append(cur)
+            cur = parents[cur]
+        return found
+
+    def walk(leaf: str) -> list[str]:
+        path, cur = [], leaf
+        while cur is not None and cur in alive:
+            path.append(cur)
+            cur = parents[cur]
+        return path[::-1]
+
+    for kind, a, b in ops:
+        nodes = sorted(alive)
+        if kind == "append" or (kind == "reuse" and not deleted):
+            mid = f"{prefix}n{len(parents)}"
+            parent = nodes[a % len(nodes)] if nodes and b % 4 else None
+        elif kind == "reuse":
+            mid = deleted[a % len(deleted)]
+            options = [n for n in nodes if mid not in chain(n)]  # re-adding under a descendant is a cycle
+            parent = options[b % len(options)] if options and b % 4 else None
+        elif kind == "read":
+            if nodes:
+                leaf = nodes[a % len(nodes)]
+                assert [m["id"] for m in session.get_history(leaf)] == walk(leaf)
+            continue
+        else:  # delete
+            if nodes:
+                gone = nodes[a % len(nodes)]
+                session.delete_messages([gone])
+                alive.discard(gone)
+                deleted.append(gone)
+            continue
+        session.append_message({"id": mid, "role": "user", "parts": [{"type": "text", "text": mid}]}, parent)
+        parents[mid] = parent
+        alive.add(mid)
+        if mid in deleted:
+            deleted.remove(mid)
+    for leaf in sorted(alive):
+        assert [m["id"] for m in session.get_history(leaf)] == walk(leaf)
