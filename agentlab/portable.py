@@ -227,9 +227,23 @@ def _restore(store: Store, folder: Path, manifest: dict[str, Any], name: str, cl
                 conn.execute("UPDATE agent_meta SET value = ? WHERE key = 'name'", [name])
             if manifest.get("class") not in (None, class_name):
                 conn.execute("UPDATE agent_meta SET value = ? WHERE key = 'class'", [class_name])
+            if "m060_message_search" not in manifest.get("migrations", []):
+                _adopt_old_message_postings(conn)
             _advance_sequences(conn, manifest.get("sequences", {}))
     finally:
         store.close()
+
+
+def _adopt_old_message_postings(conn: Any) -> None:
+    # An export from before m060 kept message postings in fulltext_docs; since m060 they live in the rows.
+    conn.execute(
+        """
+        UPDATE messages SET search_tokens = d.tokens, search_seq = messages.seq
+        FROM fulltext_docs AS d
+        WHERE d.namespace = 'messages' AND d.doc_id = messages.id AND messages.search_tokens IS NULL
+        """
+    )
+    conn.execute("DELETE FROM fulltext_docs WHERE namespace = 'messages'")
 
 
 def _advance_sequences(conn: Any, wanted: dict[str, Any]) -> None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 
+import duckdb
 import pytest
 
 from agentlab.agent import Agent, get_agent
@@ -90,6 +92,30 @@ class TestExportImportRoundTrip:
         assert restored.state == source.state
         assert source.messages_df().equals(restored.messages_df())
         assert source.compactions_df().equals(restored.compactions_df())
+        restored.close()
+
+    def test_an_export_from_before_m060_gets_its_message_postings_back(self, source, tmp_path):
+        # Rewrite a fresh export as the code before m060 wrote one: no search columns on messages, postings
+        # in fulltext_docs under the namespace "messages", and no m060 in the migrations list.
+        folder = source.export(tmp_path / "export")
+        manifest = json.loads((folder / MANIFEST).read_text())
+        messages, docs = (str(folder / manifest["tables"][t]["file"]) for t in ("messages", "fulltext_docs"))
+        con = duckdb.connect()
+        con.execute(f"COPY (SELECT 'messages' AS namespace, id AS doc_id, session_id AS grp, seq, "
+                    f"length(search_tokens) - length(replace(search_tokens, ' ', '')) + 1 AS length, "
+                    f"search_tokens AS tokens FROM read_parquet('{messages}') WHERE search_tokens IS NOT NULL "
+                    f"UNION ALL SELECT * FROM read_parquet('{docs}')) TO '{docs}.new' (FORMAT parquet)")
+        con.execute(f"COPY (SELECT * EXCLUDE (search_tokens, search_seq) FROM read_parquet('{messages}')) "
+                    f"TO '{messages}.new' (FORMAT parquet)")
+        con.close()
+        for path in (messages, docs):
+            os.replace(path + ".new", path)
+        manifest["migrations"] = [m for m in manifest["migrations"] if m != "m060_message_search"]
+        (folder / MANIFEST).write_text(json.dumps(manifest))
+        restored = import_(folder, Notebook, root=tmp_path / "elsewhere")
+        assert [h.id for h in Session(restored).search("number", mode="any")] == \
+            [h.id for h in Session(source).search("number", mode="any")]
+        assert restored.sql("SELECT count(*) AS n FROM fulltext_docs WHERE namespace = 'messages'") == [{"n": 0}]
         restored.close()
 
     def test_a_new_name_is_recorded_in_the_file(self, source, tmp_path):
