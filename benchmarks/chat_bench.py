@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _timing import percentiles, row  # noqa: E402
+from _timing import machine_check, percentiles, row  # noqa: E402
 
 from agentlab import get_agent  # noqa: E402
 from agentlab.chat import ChatAgent  # noqa: E402
@@ -102,6 +102,7 @@ def main() -> None:
 
     handler_ms: list[float] = []
     handler_cpu: list[float] = []
+    speed_before = machine_check()
 
     def respond(body: dict) -> list[dict]:
         return [{"type": "text", "text": "Noted."}]
@@ -152,7 +153,8 @@ def main() -> None:
         sdk_only = [s - h for s, h in zip(sdk_ms, handler_tail)]
         agent.close()
 
-    print(f"agentlab chat turn overhead: {args.turns} turns, branch of 200 messages, blocks {blocks}")
+    print(f"agentlab chat turn overhead: {args.turns} turns, branch of 200 messages, blocks {blocks}; "
+          f"machine check {speed_before:.0f} -> {machine_check():.0f} ms (fast ~120, slow ~200)")
     print(row("ask() total wall time", percentiles(totals)))
     print(row("  of which the offline API handler", percentiles(handler_ms[:args.turns])))
     print(row("ask() minus the API handler (target p50<=20)", percentiles(overhead)))

@@ -41,6 +41,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).parent))
+from _timing import machine_check  # noqa: E402
 
 VOCABULARY = 20_000
 WORDS_PER_TEXT = 12
@@ -202,7 +204,7 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--chain", type=int, default=10_000)
     parser.add_argument("--appends", type=int, default=200)
-    parser.add_argument("--reads", type=int, default=15)
+    parser.add_argument("--reads", type=int, default=20)
     parser.add_argument("--searches", type=int, default=100)
     parser.add_argument("--imports", type=int, default=3, help="bulk imports to time (median reported)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
@@ -215,6 +217,7 @@ def main() -> None:
         pass
 
     load_before = os.getloadavg()[0]  # other processes slow every figure; print it with them
+    speed_before = machine_check()
     messages, parents, draw = make_messages(args.messages, args.chain)
     for message, parent in zip(messages, parents):
         message["parent_id"] = parent
@@ -257,8 +260,9 @@ def main() -> None:
     # get_history at the chain's depth
     chain_leaf = f"m{args.chain - 1}"
     ours, theirs, ours_kept, theirs_kept = [], [], [], []
-    history = lite_history = None
-    for _ in range(args.reads):
+    for _ in range(3):  # warm-up: the first read fills the content cache; both sides settle their memory
+        history, lite_history = session.get_history(chain_leaf), sqlite_history(lite, chain_leaf)
+    for _ in range(args.reads):  # the two variants alternate so that both see the same drift of the machine
         history = lite_history = None  # the call alone: freeing the previous result is not part of it
         t0 = time.perf_counter()
         history = session.get_history(chain_leaf)
@@ -266,8 +270,7 @@ def main() -> None:
         t0 = time.perf_counter()
         lite_history = sqlite_history(lite, chain_leaf)
         theirs.append(time.perf_counter() - t0)
-    for _ in range(args.reads):  # the same, replacing the previous result inside the timed line
-        t0 = time.perf_counter()
+        t0 = time.perf_counter()  # replacing the previous result inside the timed line
         history = session.get_history(chain_leaf)
         ours_kept.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
@@ -345,7 +348,8 @@ def main() -> None:
          figures["cold_open_read_s"] / figures["sqlite_cold_open_read_s"], "<= 1 s"),
     ]
     print(f"{args.messages:,} messages ({args.chain:,}-deep chain + random tree), 12 Zipf words each; "
-          f"load average {load_before:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+          f"load average {load_before:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; "
+          f"machine check {speed_before:.0f} -> {machine_check():.0f} ms (fast ~120, slow ~200)")
     print(f"{'operation':40} {'agentlab':>16} {'sqlite+FTS5':>16} {'ratio':>7}  target")
     for name, ours_text, lite_text, ratio, target in rows:
         print(f"{name:40} {ours_text:>16} {lite_text:>16} {ratio:7.2f}  {target}")
@@ -355,6 +359,7 @@ def main() -> None:
           f"{figures['history_kept_p50_ms']:.1f} ms (sqlite3 {figures['sqlite_history_kept_p50_ms']:.1f} ms)")
     if args.json is not None:
         figures["load_average"] = load_before
+        figures["machine_check_ms"] = speed_before
         args.json.write_text(json.dumps(figures, indent=2))
 
 
