@@ -31,6 +31,10 @@ DEFAULT_DATA = ROOT.parent / "shared" / "datasets" / "locomo" / "locomo10.json"
 
 
 def timing(data: Path, folder: Path) -> None:
+    sys.path.insert(0, str(Path(__file__).parent))
+    from _timing import machine_check
+
+    print(f"machine check before: {machine_check():.0f} ms (fast ~120, slow ~200)")
     cache, out = folder / "embeddings.duckdb", folder / "results.parquet"
     command = [sys.executable, "-m", "agentlab.cli", "eval", "locomo", "--data", str(data),
                "--strategies", "bm25,dense,hybrid", "--k", "1,5,10", "--cache", str(cache), "--out", str(out),
@@ -49,7 +53,8 @@ def timing(data: Path, folder: Path) -> None:
               "(process start, load, embed, rank, score)")
         if label == "warm":
             print(done.stdout)
-    print(f"load average after the runs: {os.getloadavg()[0]:.1f} (2 cores; above 2 means contention)")
+    print(f"load average after the runs: {os.getloadavg()[0]:.1f} (2 cores; above 2 means contention); "
+          f"machine check after: {machine_check():.0f} ms")
 
 
 def ideas(data: Path, cache_path: Path | None) -> None:
