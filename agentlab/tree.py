@@ -33,25 +33,19 @@ Invariants:
 
 from __future__ import annotations
 
-import gc
-import json
-import re
 import weakref
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
-from ._contents import ContentCache
-from ._postings import arrow_ints, arrow_optional_strings, arrow_strings
+from ._contents import ContentCache, gc_paused
 from .errors import ForkedHistoryError, InvalidMessageError, UnknownMessageError
-from .messages import (DEFAULT_MAX_DEPTH, UNSET, Appended, RowStat, keep_messages, message_text, now_iso,
-                       prepare_message, prepare_placed)
+from .messages import DEFAULT_MAX_DEPTH, UNSET, Appended, RowStat, message_text, now_iso, prepare_message, prepare_placed
 from .overlays import CompactionRecord, insert_compaction, load_compactions
+from .message_rows import insert_one, insert_rows
 from .seqs import clock_of
 from .store import Store
-from .tokenizer import token_strings, tokenize
+from .tokenizer import tokenize
 
 __all__ = ["ForkPoint", "MessageTree", "tree_of"]
 
@@ -82,91 +76,6 @@ SELECT DISTINCT m.parent_id FROM messages AS m
 WHERE m.parent_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM messages AS p WHERE p.id = m.parent_id)
 """
 
-
-
-def _parse_array(texts: list[str], *, check: bool = False) -> Any:
-    """Parse stored texts as one JSON array (about 3x faster than one parse per row).
-
-    With ``check``, return None unless every text is exactly one message value; without it, the texts
-    must be cached ones (known messages).
-    """
-    if not texts:
-        return []
-    try:
-        parsed = _loads_without_gc("[" + ",".join(texts) + "]")
-    except ValueError:
-        if check:
-            return None
-        raise
-    if check and (len(parsed) != len(texts) or len(keep_messages(parsed)) != len(parsed)):
-        return None
-    return parsed
-
-
-def _parse_one(text: str) -> dict[str, Any] | None:
-    """One stored text as a message, or None if it does not parse to one (spec 1)."""
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    return value if keep_messages([value]) else None
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector for a block that allocates many acyclic objects.
-
-    Parsing a long branch or importing thousands of messages allocates tens of thousands of dicts, lists and
-    strings, which triggers collections that walk every object of the process (measured: a 20 ms parse took up
-    to 200 ms, and a bulk import ran at 60% of its speed). JSON values and the rows built here cannot form
-    cycles, so nothing is left for the collector to find.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def _loads_without_gc(text: str) -> Any:
-    """json.loads with the cyclic garbage collector paused (see :func:`gc_paused`)."""
-    with gc_paused():
-        return json.loads(text)
-
-
-_INSERT_ONE = """
-INSERT INTO messages (seq, id, session_id, parent_id, role, content, created_at, search_tokens, search_seq)
-VALUES (?, ?, ?, ?, ?, ?, COALESCE(TRY_CAST(? AS TIMESTAMPTZ), now()), ?, ?)
-"""
-
-# The same insert with created_at already a datetime: the COALESCE(TRY_CAST(...)) expression costs about
-# 0.2 ms to bind and plan, a tenth of a durable append.
-_INSERT_ONE_TIMED = """
-INSERT INTO messages (seq, id, session_id, parent_id, role, content, created_at, search_tokens, search_seq)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-"""
-
-# ISO 8601 times with a zone that Python and DuckDB read alike; anything else is left to DuckDB's TRY_CAST.
-_PLAIN_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?(?:Z|[+-]\d{2}:\d{2})")
-
-
-def _plain_time(text: str) -> datetime | None:
-    """``text`` as an aware datetime if it is a plain ISO time with a zone that Python parses, else None."""
-    if not _PLAIN_TIME.fullmatch(text):
-        return None
-    try:
-        return datetime.fromisoformat(text)
-    except ValueError:
-        return None
-
-_INSERT_BATCH = """
-INSERT INTO messages (seq, id, session_id, parent_id, role, content, created_at, search_tokens, search_seq)
-SELECT seq, id, session_id, parent_id, role, content, COALESCE(TRY_CAST(created AS TIMESTAMPTZ), now()),
-       tokens, CASE WHEN tokens IS NULL THEN NULL ELSE seq END
-FROM _agentlab_message_batch
-"""
 
 _trees: weakref.WeakKeyDictionary[Store, MessageTree] = weakref.WeakKeyDictionary()
 
@@ -481,30 +390,10 @@ class MessageTree:
             seqs = [self._seq[m] for m in ids if m in self._seq]
             if not seqs:
                 return []
-            texts = self.contents.lookup(seqs)
-            missing = [s for s, t in zip(seqs, texts) if t is None]
-            if not missing:  # every text is cached, so every one is known to be a message
-                return _parse_array(texts)
-            fetched = dict(self.store.execute(
-                f"SELECT seq, content FROM messages WHERE seq IN ({_SEQS})", [missing]).fetchall())
-            texts = [fetched.get(s) if t is None else t for s, t in zip(seqs, texts)]
-            kept = [(s, t) for s, t in zip(seqs, texts) if t is not None]
-            parsed = _parse_array([t for _, t in kept], check=True)
-            if parsed is not None:
-                self.contents.put_many((s, fetched[s]) for s in missing if s in fetched)
-                return parsed
-            # Some row does not parse or is not a message (spec 1: skipped): judge the fetched rows one by one.
-            out: list[dict[str, Any]] = []
-            for seq, text in kept:
-                if seq in fetched:
-                    value = _parse_one(text)
-                    if value is None:
-                        continue
-                    self.contents.put(seq, text)
-                    out.append(value)
-                else:
-                    out.extend(_parse_array([text]))
-            return out
+            return self.contents.read(seqs, self._fetch)
+
+    def _fetch(self, seqs: list[int]) -> dict[int, str]:
+        return dict(self.store.execute(f"SELECT seq, content FROM messages WHERE seq IN ({_SEQS})", [seqs]).fetchall())
 
     def get(self, session_id: str, message_id: str) -> dict[str, Any] | None:
         """The stored message if visible in ``session_id``, else None."""
@@ -618,10 +507,7 @@ class MessageTree:
             text = message_text(msg)
             tokens = tokenize(text) if text else None
             seq = clock_of(store).take()
-            when = _plain_time(msg["created_at"])
-            insert = _INSERT_ONE if when is None else _INSERT_ONE_TIMED
-            params = [seq, mid, session_id, parent, msg["role"], content, msg["created_at"] if when is None else when,
-                      None if tokens is None else " ".join(tokens), None if tokens is None else seq]
+            insert, params = insert_one(seq, mid, session_id, parent, msg, content, tokens)
             if store.in_transaction or session_id in self._registered:
                 with store.transaction() as conn:
                     store.after_rollback(self.invalidate)
@@ -692,50 +578,14 @@ class MessageTree:
                 first = clock_of(store).take(len(ids))
                 with store.transaction() as conn:
                     store.after_rollback(self.invalidate)
-                    roles = self._insert_batch(conn, session_id, ids, parents, stored, contents, first)
+                    roles, indexed = insert_rows(conn, session_id, ids, parents, stored, contents, first)
+                    if indexed is not None:
+                        self.fts.added_table(indexed)
                     self._touch(conn, session_id)
                     self._add(session_id, zip(ids, parents, range(first, first + len(ids)), roles))
             results = [Appended(mid, parent, first + new[mid] if dup is None else (dup or first + new[mid]),
                                 dup is not None) for mid, parent, dup in plan]
             return results, stored
-
-    def _insert_batch(self, conn: Any, session_id: str, ids: list[str], parents: list[str | None],
-                      stored: list[dict[str, Any]], contents: list[str], first: int) -> list[str]:
-        """Insert new rows (seqs ``first``, ``first + 1``, ...) through one Arrow table; returns their roles."""
-        import numpy as np
-        import pyarrow as pa
-
-        n = len(ids)
-        roles = [m["role"] for m in stored]
-        texts = [message_text(m) for m in stored]
-        indexed = [i for i, text in enumerate(texts) if text]
-        tokens: list[str | None] = [None] * n
-        for i, joined in zip(indexed, token_strings([texts[i] for i in indexed])):
-            tokens[i] = joined
-        # Arrow arrays built from buffers: pa.array over Python lists imports pandas on first use (0.5 s).
-        batch = pa.table({
-            "seq": arrow_ints(np.arange(first, first + n, dtype=np.int64)),
-            "id": arrow_strings(ids),
-            "session_id": arrow_strings([session_id] * n),
-            "parent_id": arrow_optional_strings(parents),
-            "role": arrow_strings(roles),
-            "content": arrow_strings(contents),
-            "created": arrow_strings([m["created_at"] for m in stored]),
-            "tokens": arrow_optional_strings(tokens),
-        })
-        conn.register("_agentlab_message_batch", batch)
-        try:
-            conn.execute(_INSERT_BATCH).fetchall()
-        finally:
-            conn.unregister("_agentlab_message_batch")
-        if indexed:
-            picked = batch if len(indexed) == n else batch.take(arrow_ints(np.array(indexed, dtype=np.int64)))
-            joined = [tokens[i] for i in indexed]
-            lengths = np.fromiter((t.count(" ") + 1 if t else 0 for t in joined), dtype=np.int64, count=len(joined))
-            self.fts.added_table(pa.table({"doc_id": picked.column("id"), "grp": picked.column("session_id"),
-                                           "seq": picked.column("seq"), "length": arrow_ints(lengths),
-                                           "tokens": picked.column("tokens")}))
-        return roles
 
     def update(self, session_id: str, message: Any) -> dict[str, Any]:
         """Rewrite a stored message's content (not its role column or parent), and re-index it.

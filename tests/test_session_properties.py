@@ -8,6 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agentlab import _contents
 from agentlab.compaction import COMPACTION_PREFIX
 from agentlab.session import Session
 from agentlab.store import Store
@@ -130,7 +131,8 @@ def operations(draw, max_ops: int = 40):
     """Appends (under a random earlier id, possibly a deleted one coming back), reads and deletes, interleaved."""
     ops = []
     for _ in range(draw(st.integers(1, max_ops))):
-        kind = draw(st.sampled_from(["append", "append", "read", "read", "read", "delete", "reuse", "reuse"]))
+        kind = draw(st.sampled_from(["append", "append", "read", "read", "read", "delete", "reuse", "reuse",
+                                     "update"]))
         ops.append((kind, draw(st.integers(0, 10_000)), draw(st.integers(0, 10_000))))
     return ops
 
@@ -138,13 +140,17 @@ def operations(draw, max_ops: int = 40):
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                   HealthCheck.function_scoped_fixture])
 @given(operations())
-def test_history_stays_the_naive_walk_while_the_tree_changes(shared_store, ops):
-    # Reads between writes exercise the path cache: every answer must match a walk of the model below.
+def test_history_stays_the_naive_walk_while_the_tree_changes(shared_store, monkeypatch, ops):
+    # Reads between writes exercise the path cache and the parsed heads of the content cache (made tiny here so
+    # that these small trees use them): every answer must match a walk of the model below.
+    monkeypatch.setattr(_contents, "HEAD_MIN_ROWS", 2)
+    monkeypatch.setattr(_contents, "HEAD_SLACK", 3)
     prefix = f"e{next(_examples)}-"
     session = Session(shared_store, prefix)
     parents: dict[str, str | None] = {}  # every id ever stored -> its parent
     alive: set[str] = set()
     deleted: list[str] = []
+    texts: dict[str, str] = {}
 
     def chain(node: str) -> list[str]:  # parent pointers, through deleted ids too
         found, cur = [], node
@@ -172,7 +178,16 @@ def test_history_stays_the_naive_walk_while_the_tree_changes(shared_store, ops):
         elif kind == "read":
             if nodes:
                 leaf = nodes[a % len(nodes)]
-                assert [m["id"] for m in session.get_history(leaf)] == walk(leaf)
+                history = session.get_history(leaf)
+                assert [m["id"] for m in history] == walk(leaf)
+                assert [m["parts"][0]["text"] for m in history] == [texts[m] for m in walk(leaf)]
+                history[0]["parts"][0]["text"] = "changed by the caller"  # must not reach the next read
+            continue
+        elif kind == "update":
+            if nodes:
+                target = nodes[a % len(nodes)]
+                texts[target] = f"{target} edited {b}"
+                session.update_message({"id": target, "role": "user", "parts": [{"type": "text", "text": texts[target]}]})
             continue
         else:  # delete
             if nodes:
@@ -181,10 +196,13 @@ def test_history_stays_the_naive_walk_while_the_tree_changes(shared_store, ops):
                 alive.discard(gone)
                 deleted.append(gone)
             continue
+        texts[mid] = mid
         session.append_message({"id": mid, "role": "user", "parts": [{"type": "text", "text": mid}]}, parent)
         parents[mid] = parent
         alive.add(mid)
         if mid in deleted:
             deleted.remove(mid)
     for leaf in sorted(alive):
-        assert [m["id"] for m in session.get_history(leaf)] == walk(leaf)
+        history = session.get_history(leaf)
+        assert [m["id"] for m in history] == walk(leaf)
+        assert [m["parts"][0]["text"] for m in history] == [texts[m] for m in walk(leaf)]
