@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import json
 import re
-import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -164,19 +163,11 @@ class _Labelled:
 # -- plain blocks ------------------------------------------------------------------------------------------------
 
 
-# Texts of context_blocks rows already read, per store: the frozen prompt is read before every model call, and
-# only AgentContextProvider.set writes the table. Derived data: emptied after SQL from outside, and a label is
-# dropped while a write to it is uncommitted.
-_BLOCK_TEXTS: weakref.WeakKeyDictionary[Store, dict[str, str | None]] = weakref.WeakKeyDictionary()
-
-
 def _block_texts(store: Store) -> dict[str, str | None]:
-    with store.lock:
-        texts = _BLOCK_TEXTS.get(store)
-        if texts is None:
-            texts = _BLOCK_TEXTS[store] = {}
-            store.on_outside_write(texts.clear)
-        return texts
+    # Texts of context_blocks rows already read: the frozen prompt is read before every model call, and only
+    # AgentContextProvider.set writes the table. Derived data: emptied after SQL from outside, and a label is
+    # dropped while a write to it is uncommitted.
+    return store.derived("context_block_texts", dict, reset=dict.clear)
 
 
 class AgentContextProvider(_Labelled):

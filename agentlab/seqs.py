@@ -37,9 +37,6 @@ SELECT greatest(
 )
 """
 
-_clocks: weakref.WeakKeyDictionary[Store, SeqClock] = weakref.WeakKeyDictionary()
-
-
 class SeqClock:
     """Hands out increasing seqs for one store. Use :func:`clock_of`; call under ``store.lock``."""
 
@@ -64,10 +61,5 @@ class SeqClock:
 
 
 def clock_of(store: Store) -> SeqClock:
-    """The one :class:`SeqClock` of ``store`` (created on first use)."""
-    with store.lock:
-        clock = _clocks.get(store)
-        if clock is None:
-            clock = _clocks[store] = SeqClock(store)
-            store.on_outside_write(clock.reset)
-        return clock
+    """The one :class:`SeqClock` of ``store`` (created on first use; it reads the file again after outside SQL)."""
+    return store.derived("seq_clock", lambda: SeqClock(store), reset=SeqClock.reset)

@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 
@@ -36,6 +36,8 @@ from .errors import (
 from .migrations import MIGRATIONS, Migration
 
 MEMORY = ":memory:"
+
+T = TypeVar("T")
 
 _LOCK_DETAIL = re.compile(r"Conflicting lock is held in (.*)$", re.S)
 
@@ -97,6 +99,7 @@ class Store:
         # Callbacks that drop every derived cache: run after SQL that agentlab did not write itself
         # (agent.sql) may have changed the file, so no cache outlives a change made behind its back.
         self._outside_write: list[Callable[[], None]] = []
+        self._derived: dict[str, Any] = {}
         if read_only and self.path != MEMORY and not Path(self.path).exists():
             raise FileNotFoundError(
                 f"No agent file at {self.path}; open it once without read_only=True to create it."
@@ -199,6 +202,19 @@ class Store:
         with self.lock:
             if self._depth:
                 self._after_rollback.append(callback)
+
+    def derived(self, key: str, make: Callable[[], T], *, reset: Callable[[T], None] | None = None) -> T:
+        """The store's one ``key`` object (a cache derived from the file), made by ``make()`` on first use.
+
+        ``reset(obj)`` is registered with :meth:`on_outside_write`. The object lives as long as the store, so it
+        should refer back to the store weakly.
+        """
+        with self.lock:
+            if key not in self._derived:
+                obj = self._derived[key] = make()
+                if reset is not None:
+                    self._outside_write.append(lambda: reset(obj))
+            return self._derived[key]
 
     def on_outside_write(self, callback: Callable[[], None]) -> None:
         """Register ``callback`` to drop a derived cache whenever :meth:`note_outside_write` is called."""

@@ -77,17 +77,9 @@ WHERE m.parent_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM messages AS p WHERE 
 """
 
 
-_trees: weakref.WeakKeyDictionary[Store, MessageTree] = weakref.WeakKeyDictionary()
-
-
 def tree_of(store: Store) -> MessageTree:
-    """The one :class:`MessageTree` of ``store`` (created on first use)."""
-    with store.lock:
-        tree = _trees.get(store)
-        if tree is None:
-            tree = _trees[store] = MessageTree(store)
-            store.on_outside_write(tree.invalidate)
-        return tree
+    """The one :class:`MessageTree` of ``store`` (created on first use; reloaded after outside SQL)."""
+    return store.derived("message_tree", lambda: MessageTree(store), reset=MessageTree.invalidate)
 
 
 class MessageTree:
