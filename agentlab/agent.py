@@ -124,6 +124,7 @@ class Agent(AgentFramesMixin):
         self._state_text: str | None = None
         self._state_loaded = False
         self._connections: list[Connection] = []
+        store.on_outside_write(self._forget_state)  # agent.sql may have rewritten the state row
         self._check_identity()
         self.on_start()
 
@@ -207,6 +208,11 @@ class Agent(AgentFramesMixin):
         with self._lock:
             self._load_state()
             return self._state_text is not None
+
+    def _forget_state(self) -> None:
+        with self._lock:
+            self._state_loaded = False
+            self._state_text = None
 
     def _load_state(self) -> None:
         if self._state_loaded:

@@ -173,6 +173,13 @@ class TestOutsideSql:
         agent.sql.df("WITH x AS (SELECT 1) SELECT * FROM x")
         assert tree.generation == generation and len(tree.contents) == 1
 
+    def test_state_rewritten_with_agent_sql_is_read_back(self):
+        agent = get_agent(Agent, "outside-state")
+        agent.set_state({"n": 1})
+        assert agent.state == {"n": 1}
+        agent.sql("UPDATE agent_state SET state = ?", json.dumps({"n": 2}))
+        assert agent.state == {"n": 2}
+
     def test_a_repeated_id_written_by_sql_reads_as_its_first_row(self):
         agent = get_agent(Agent, "outside-duplicate")
         session = Session(agent)
