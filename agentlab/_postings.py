@@ -226,7 +226,7 @@ def arrow_strings(values: list[str]) -> Any:
 
 
 def arrow_optional_strings(values: Sequence[str | None]) -> Any:
-    """A ``large_string`` Arrow array of Python strings where ``None`` is null (no pandas, like :func:`arrow_strings`)."""
+    """A ``large_string`` Arrow array of strings where ``None`` is null (no pandas, like :func:`arrow_strings`)."""
     import pyarrow as pa
 
     valid = np.fromiter((v is not None for v in values), dtype=np.bool_, count=len(values))

@@ -236,8 +236,8 @@ class SessionManager:
                 conn.execute(
                     "INSERT INTO sessions (id, seq, name, parent_session_id, fork_message_id, model, source) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [sid, clock_of(self.store).take(), name, session_id, at_message_id, parent.model if parent else None,
-                     parent.source if parent else None]).fetchall()
+                    [sid, clock_of(self.store).take(), name, session_id, at_message_id,
+                     parent.model if parent else None, parent.source if parent else None]).fetchall()
                 self.tree.sessions_changed()
             return self.get(sid)
 

@@ -92,8 +92,9 @@ def insert_compaction(
     trigger: str = "manual",
 ) -> CompactionRecord:
     """Insert one overlay row through ``conn`` (inside the caller's transaction on ``store``) and return it."""
-    row = conn.execute(_INSERT, [clock_of(store).take(), uuid.uuid4().hex, session_id, summary, from_message_id, to_message_id, leaf_id,
-                                 messages_covered, tokens_before, tokens_after, trigger]).fetchall()[0]
+    row = conn.execute(_INSERT, [clock_of(store).take(), uuid.uuid4().hex, session_id, summary, from_message_id,
+                                 to_message_id, leaf_id, messages_covered, tokens_before, tokens_after,
+                                 trigger]).fetchall()[0]
     return CompactionRecord(*row)
 
 

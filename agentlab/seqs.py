@@ -37,6 +37,7 @@ SELECT greatest(
 )
 """
 
+
 class SeqClock:
     """Hands out increasing seqs for one store. Use :func:`clock_of`; call under ``store.lock``."""
 
@@ -52,8 +53,8 @@ class SeqClock:
         """Reserve ``n`` consecutive seqs and return the first."""
         if self._next is None:
             store = self._store_ref()
-            if store is None:  # pragma: no cover - the registry holds the clock only while the store lives
-                raise RuntimeError("The store of this clock was garbage-collected.")
+            if store is None:  # pragma: no cover - only a clock kept after its store was dropped
+                raise RuntimeError("The store of this clock was garbage-collected; open the agent again.")
             self._next = int(store.scalar(_HIGHEST)) + 1
         first = self._next
         self._next += n

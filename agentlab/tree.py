@@ -40,7 +40,8 @@ from typing import Any
 
 from ._contents import ContentCache, gc_paused
 from .errors import ForkedHistoryError, InvalidMessageError, UnknownMessageError
-from .messages import DEFAULT_MAX_DEPTH, UNSET, Appended, RowStat, message_text, now_iso, prepare_message, prepare_placed
+from .messages import (DEFAULT_MAX_DEPTH, UNSET, Appended, RowStat, message_text, now_iso, prepare_message,
+                       prepare_placed)
 from .overlays import CompactionRecord, insert_compaction, load_compactions
 from .message_rows import insert_one, insert_rows
 from .seqs import clock_of

@@ -101,7 +101,8 @@ class TestSeqClock:
     def test_the_clock_reads_the_file_again_after_outside_sql(self, store):
         session = Session(store)
         session.append_message(msg("m1", "one"))
-        store.execute("INSERT INTO messages (seq, id, session_id, role, content) VALUES (1000, 'x', 'other', 'user', '{}')")
+        store.execute("INSERT INTO messages (seq, id, session_id, role, content) "
+                      "VALUES (1000, 'x', 'other', 'user', '{}')")
         store.note_outside_write()
         assert clock_of(store).take() == 1001
 

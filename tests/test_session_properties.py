@@ -187,7 +187,8 @@ def test_history_stays_the_naive_walk_while_the_tree_changes(shared_store, monke
             if nodes:
                 target = nodes[a % len(nodes)]
                 texts[target] = f"{target} edited {b}"
-                session.update_message({"id": target, "role": "user", "parts": [{"type": "text", "text": texts[target]}]})
+                session.update_message({"id": target, "role": "user",
+                                        "parts": [{"type": "text", "text": texts[target]}]})
             continue
         else:  # delete
             if nodes:
