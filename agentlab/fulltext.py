@@ -36,7 +36,6 @@ document indexed first. Queries never raise for their content: FTS5 syntax (``"`
 from __future__ import annotations
 
 import re
-import weakref
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -118,9 +117,6 @@ class _StoreState:
             ns.written.clear()
 
 
-_STATES: weakref.WeakKeyDictionary[Store, _StoreState] = weakref.WeakKeyDictionary()
-
-
 class _SearchView:
     """The reading half of a full-text index: the in-memory view of one namespace and BM25 search over it.
 
@@ -138,12 +134,8 @@ class _SearchView:
         self.namespace = namespace
         self.params = params
         with store.lock:
-            state = _STATES.get(store)
-            if state is None:
-                state = _STATES[store] = _StoreState()
-                store.on_outside_write(state.forget)
-            self._state = state
-            self._ns = state.namespaces.setdefault((self._kind, namespace), _Namespace())
+            self._state = store.derived("fulltext_state", _StoreState, reset=_StoreState.forget)
+            self._ns = self._state.namespaces.setdefault((self._kind, namespace), _Namespace())
 
     def _load_table(self, cursor: Any) -> Any:
         """The namespace's committed rows as Arrow (doc_id, grp, seq, length, tokens), in seq order."""

@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
-import weakref
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -125,19 +123,10 @@ class _Cache:
         self.generation = generation
 
 
-# Caches per open Store and namespace, shared by every VectorStore on that Store. Weak keys: a closed
-# and dropped Store takes its caches with it, and reopening a file starts from DuckDB again.
-_CACHES: weakref.WeakKeyDictionary[Store, dict[str, _Cache]] = weakref.WeakKeyDictionary()
-_CACHES_LOCK = threading.Lock()
-
-
 def _caches(store: Store) -> dict[str, _Cache]:
-    with _CACHES_LOCK:
-        caches = _CACHES.get(store)
-        if caches is None:
-            caches = _CACHES[store] = {}
-            store.on_outside_write(caches.clear)  # rebuilt from DuckDB on the next search
-        return caches
+    """Caches per namespace, shared by every VectorStore on ``store``; they go with the store, and are
+    dropped after SQL from outside (rebuilt from DuckDB on the next search)."""
+    return store.derived("vector_caches", dict, reset=dict.clear)
 
 
 def content_hash(content: str) -> str:
