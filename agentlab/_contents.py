@@ -3,9 +3,9 @@
 A chat turn reads its whole branch every time, and DuckDB's join of thousands of ``seq`` values against the
 ``messages`` table (about 30 ms at depth 10,000 in 100,000 rows) costs more than parsing the result. So
 :class:`ContentCache` keeps the stored text of rows already known to be messages, by seq, and
-:meth:`ContentCache.read` asks DuckDB only for the rows it lacks. The longest branch read recently is also kept
-parsed, as one ``marshal`` blob of its first part (a head): loading that is about twice as fast as parsing the
-same messages from JSON, and a branch that grew by a turn reads as the head plus a few parsed rows.
+:meth:`ContentCache.read` asks DuckDB only for the rows it lacks. Up to :data:`HEADS` long branches read
+recently are also kept parsed, each as one ``marshal`` blob (a head): loading that is about twice as fast as
+parsing the same messages from JSON, and a branch that grew by a turn reads as its head plus a few parsed rows.
 
 Invariants:
 
@@ -13,7 +13,7 @@ Invariants:
   message (so a read made only of cached texts needs no check). It is derived data: losing it loses nothing.
 * :class:`agentlab.tree.MessageTree` owns one, changes it inside the write that changes the row, and empties
   it whenever its map goes stale (after a rollback or SQL from outside), so it never outlives a change the
-  file does not have. Any change to a stored text drops the head.
+  file does not have. Any change to a stored text, and any deletion, drops every head.
 * Every read returns new objects (the head is loaded, never shared), so callers may change what they get.
 * It is bounded by :data:`CONTENT_CACHE_CHARS` characters: when a new text would pass the bound, everything
   is dropped and filling starts again, which costs nothing per hit (no recency bookkeeping).

@@ -253,8 +253,6 @@ def main() -> None:
     figures["bulk_msgs_per_s"] = statistics.median(rates)
     figures["sqlite_bulk_msgs_per_s"] = statistics.median(lite_rates)
     bulk_runs = ", ".join(f"{r:,.0f}" for r in rates)
-    for message in messages:
-        message.pop("parent_id")
     lite.execute("ANALYZE")  # without statistics SQLite joins the latest-leaf query on session_id: quadratic
 
     # get_history at the chain's depth
