@@ -139,8 +139,10 @@ def string_tokens(values: Any) -> Any:
     previous[0] = True
     previous[1:] = space[:-1]
     previous[starts[nonempty]] = True  # a string's first byte starts a word unless it is a space
-    safe = np.minimum(starts, len(data) - 1)
-    words = np.where(nonempty, np.add.reduceat(~space & previous, safe, dtype=np.int64), 0)
+    # One extra element lets the empty or null strings at the end start at len(data): clamping their start to
+    # the last byte (as before) cut that byte off the string before them (" 1" then a null counted no word).
+    starts_word = np.append(~space & previous, False)
+    words = np.where(nonempty, np.add.reduceat(starts_word, starts, dtype=np.int64), 0)
     chars = pc.utf8_length(values).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
     astral = np.flatnonzero(data >= 0xF0)  # 4-byte characters count two UTF-16 units
     if astral.size:
