@@ -21,9 +21,9 @@ from typing import Any
 
 from ._postings import arrow_ints, arrow_optional_strings, arrow_strings
 from .messages import message_text
-from .tokenizer import token_strings
+from .tokenizer import token_strings, tokenize
 
-__all__ = ["insert_one", "insert_rows", "plain_time"]
+__all__ = ["insert_one", "insert_rows", "plain_time", "search_tokens"]
 
 _INSERT_ONE = """
 INSERT INTO messages (seq, id, session_id, parent_id, role, content, created_at, search_tokens, search_seq)
@@ -57,6 +57,12 @@ SELECT seq, id, session_id, parent_id, role, content, COALESCE(TRY_CAST(created 
        tokens, CASE WHEN tokens IS NULL THEN NULL ELSE seq END
 FROM _agentlab_message_batch
 """
+
+
+def search_tokens(msg: dict[str, Any]) -> list[str] | None:
+    """The tokens a message row carries for search: of its text parts, or None if it has none (not indexed)."""
+    text = message_text(msg)
+    return tokenize(text) if text else None
 
 
 def insert_one(seq: int, mid: str, session_id: str, parent: str | None, msg: dict[str, Any], content: str,

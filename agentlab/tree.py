@@ -40,13 +40,12 @@ from typing import Any
 
 from ._contents import ContentCache, gc_paused
 from .errors import ForkedHistoryError, InvalidMessageError, UnknownMessageError
-from .messages import (DEFAULT_MAX_DEPTH, UNSET, Appended, RowStat, message_text, now_iso, prepare_message,
+from .messages import (DEFAULT_MAX_DEPTH, UNSET, Appended, RowStat, now_iso, prepare_message,
                        prepare_placed)
 from .overlays import CompactionRecord, insert_compaction, load_compactions
-from .message_rows import insert_one, insert_rows
+from .message_rows import insert_one, insert_rows, search_tokens
 from .seqs import clock_of
 from .store import Store
-from .tokenizer import tokenize
 
 __all__ = ["ForkPoint", "MessageTree", "tree_of"]
 
@@ -497,8 +496,7 @@ class MessageTree:
                 return Appended(mid, self._parent.get(mid), self._seq[mid], True), msg
             parent = self._resolve_parent(session_id, parent_id)
             self._check_cycle(mid, parent)
-            text = message_text(msg)
-            tokens = tokenize(text) if text else None
+            tokens = search_tokens(msg)
             seq = clock_of(store).take()
             insert, params = insert_one(seq, mid, session_id, parent, msg, content, tokens)
             if store.in_transaction or session_id in self._registered:
@@ -598,8 +596,7 @@ class MessageTree:
                 raise ForkedHistoryError(
                     f"Message {mid!r} is shared with a fork of this session, so it cannot change; "
                     "append a corrected message instead.")
-            text = message_text(msg)
-            tokens = tokenize(text) if text else None
+            tokens = search_tokens(msg)
             seq = self._seq[mid]
             # A rewritten text is a new document for ranking ties (FTS5 deletes and re-inserts the row).
             search_seq = clock_of(store).take() if tokens is not None else None
