@@ -36,7 +36,9 @@ import numpy as np
 from .errors import EmbedderError
 
 #: Tokens per forward pass (rows x padded length); short texts share a pass, long ones get fewer.
-TOKEN_BUDGET = 4096
+#: Measured on LoCoMo keys, alternating in one process: 1,024 encodes 13% faster than 4,096 (143 vs
+#: 126 texts/s) and no slower than 512-1,536; bigger passes spill the FFN's activations out of cache.
+TOKEN_BUDGET = 1024
 
 
 def _read_json(folder: Path, name: str) -> Any:
