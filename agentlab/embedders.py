@@ -195,7 +195,7 @@ class MiniLMEmbedder:
             :data:`agentlab.minilm.TOKEN_BUDGET` tokens).
         device: A torch device name; this machine has no GPU, so ``"cpu"``.
         backend: ``"agentlab"`` (default: :class:`agentlab.minilm.BertEncoder`, which imports in
-            about 2.5 s and encodes about a third faster here) or ``"sentence-transformers"`` (the
+            about 2.5 s and encodes about 1.4 times as fast here) or ``"sentence-transformers"`` (the
             reference pipeline). The vectors agree to float32 rounding.
     """
 
