@@ -98,14 +98,15 @@ class BertEncoder:
         self.max_length = min(self.max_length, int(config["max_position_embeddings"]))
         self.dimension = self.hidden
 
+        for name in ("tokenizer.json", "model.safetensors"):
+            if not (folder / name).is_file():
+                raise EmbedderError(f"The model folder {folder} has no {name}; the model cannot be loaded.")
+
         # Imported after the checks above, so a folder we cannot run is refused without loading torch.
         import torch
         from safetensors.torch import load_file
         from tokenizers import Tokenizer
 
-        for name in ("tokenizer.json", "model.safetensors"):
-            if not (folder / name).is_file():
-                raise EmbedderError(f"The model folder {folder} has no {name}; the model cannot be loaded.")
         self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         self.tokenizer.no_padding()  # tokenizer.json pads every text to 128; batches pad themselves here
         self.tokenizer.enable_truncation(self.max_length)

@@ -68,8 +68,23 @@ class TestFoldersItCannotRun:
 
     def test_a_missing_file_is_named(self, tmp_path):
         folder = _copy_model(tmp_path)
+        (folder / "model.safetensors").unlink()
+        with pytest.raises(EmbedderError, match="has no model.safetensors"):
+            BertEncoder(folder)
         (folder / "modules.json").unlink()
         with pytest.raises(EmbedderError, match="has no modules.json"):
+            BertEncoder(folder)
+
+    @pytest.mark.slow
+    def test_a_weights_file_missing_a_tensor_is_refused(self, tmp_path):
+        from safetensors.torch import load_file, save_file
+
+        folder = _copy_model(tmp_path)
+        weights = load_file(str(MODEL / "model.safetensors"))
+        del weights["encoder.layer.3.output.dense.weight"]
+        (folder / "model.safetensors").unlink()
+        save_file(weights, str(folder / "model.safetensors"))
+        with pytest.raises(EmbedderError, match="has no tensor encoder.layer.3.output.dense.weight"):
             BertEncoder(folder)
 
     def test_an_extra_module_in_the_pipeline_is_refused(self, tmp_path):
