@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from agentlab.embedders import HashEmbedder, MiniLMEmbedder
-from agentlab.errors import EmbedderError, ReadOnlyAgentError
+from agentlab.errors import EmbedderError, ReadOnlyAgentError, StoreInUseError
 from agentlab.store import Store
 from agentlab.vectors import VectorEntry, VectorHit, VectorStore, _caches, content_hash, drop_namespace
 
@@ -281,17 +281,24 @@ class TestFaissCache:
         second.close()
 
     def test_a_stale_cache_is_detected_by_its_generation(self, store_path):
-        # Two Store objects on one path share one DuckDB instance; writes through one must be seen
-        # by searches through the other, whose cache did not get the after-commit update.
-        first, second = Store(store_path), Store(store_path)
-        VectorStore(first, "kb", HashEmbedder()).add_many(FACTS)
-        reader = VectorStore(second, "kb", HashEmbedder())
-        reader.search("x")
-        VectorStore(first, "kb", HashEmbedder()).add("late", "A late addition about astronomy")
-        assert reader.search("late addition astronomy", k=1)[0].key == "late"
-        assert cached(second).index.ntotal == 5
+        # A write that bypasses VectorStore (raw statements on the store, so no after-commit patch and no
+        # outside-write notice) still moves the generation; the next search must rebuild from the file.
+        store = Store(store_path)
+        VectorStore(store, "kb", HashEmbedder()).add_many(FACTS)
+        reader = VectorStore(store, "kb", HashEmbedder())
+        gone = reader.search("x", k=len(FACTS))[0].key
+        store.execute("DELETE FROM vector_entries WHERE namespace = 'kb' AND key = ?", [gone])
+        store.execute("UPDATE vector_namespaces SET generation = nextval('vector_generations') WHERE namespace = 'kb'")
+        assert gone not in [hit.key for hit in reader.search("x", k=len(FACTS))]
+        assert cached(store).index.ntotal == len(FACTS) - 1
+        store.close()
+
+    def test_a_second_store_on_an_open_file_is_refused(self, store_path):
+        first = Store(store_path)
+        with pytest.raises(StoreInUseError, match="already open in this process"):
+            Store(store_path)
         first.close()
-        second.close()
+        Store(store_path).close()  # free again once the first is closed
 
 
 class TestEmbedderMistakes:
