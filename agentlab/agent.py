@@ -24,7 +24,7 @@ from typing import Any, ClassVar, TypeVar
 import duckdb
 
 from .connection import Connection, Frame
-from .errors import AgentClosedError, AgentlabError, StateError, StateRejectedError
+from .errors import AgentClassConflictError, AgentClosedError, AgentlabError, StateError, StateRejectedError
 from .frames import AgentFramesMixin
 from .naming import agent_path, kebab_case, resolve_root, validate_name
 from .state import delete_state_row, read_state_row, to_json, write_state_row
@@ -41,7 +41,9 @@ NOT_SET: Any = _NotSet()
 
 A = TypeVar("A", bound="Agent")
 
-_registry: dict[tuple[type, str, str], Agent] = {}
+# Live agents by the real path of their file: one file has one live agent (and one store) per process, whatever
+# class object reached it (a notebook cell re-run defines a new class object of the same name).
+_registry: dict[str, Agent] = {}
 _registry_lock = threading.RLock()  # re-entrant: on_start() may call get_agent()
 
 
@@ -57,8 +59,8 @@ class SqlRunner:
     def __call__(self, query: str, *params: Any) -> list[dict[str, Any]]:
         """Run ``query`` with bound ``params``; return the rows as dicts ([] for statements).
 
-        A statement that may write (anything but SELECT and EXPLAIN) makes agentlab drop its in-memory
-        caches afterwards, so sessions and searches see what the SQL changed.
+        Any statement but a plain SELECT (EXPLAIN ANALYZE runs its statement; PRAGMA, SET and CALL may write)
+        makes agentlab drop its in-memory caches afterwards, so sessions and searches see what the SQL changed.
 
         Raises:
             SqlError: DuckDB rejected the query (the error carries it).
@@ -91,11 +93,15 @@ class SqlRunner:
                 store.note_outside_write()
 
 
-_READS = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
+_READS = frozenset({duckdb.StatementType.SELECT})
 
 
 def _may_write(query: str) -> bool:
-    """Whether ``query`` holds a statement that could change the file (unparsable text counts as one)."""
+    """Whether ``query`` holds a statement that could change the file.
+
+    Only a plain SELECT counts as a read: ``EXPLAIN ANALYZE`` executes the statement it explains, and
+    unparsable text counts as a write too, so a cache is dropped whenever in doubt.
+    """
     try:
         return any(statement.type not in _READS for statement in duckdb.extract_statements(query))
     except (duckdb.Error, TypeError):
@@ -120,7 +126,9 @@ class Agent(AgentFramesMixin):
         self.read_only = store.read_only
         self.path = Path(store.path)
         self.sql = SqlRunner(self)
-        self._lock = threading.RLock()
+        # The store's own lock, not one of the agent's: the store calls back into the agent (dropping cached
+        # state after outside SQL) while holding it, so a second lock would deadlock against set_state.
+        self._lock = store.lock
         self._state_text: str | None = None
         self._state_loaded = False
         self._connections: list[Connection] = []
@@ -141,6 +149,11 @@ class Agent(AgentFramesMixin):
     @property
     def closed(self) -> bool:
         return self._store is None
+
+    @property
+    def health(self) -> Any:
+        """The file's :class:`~agentlab.store.StoreHealth`: ``ok`` is False while DuckDB cannot checkpoint it."""
+        return self._store_checked().health
 
     def close(self) -> None:
         """Release the DuckDB file so that another process can open it. Safe to call twice."""
@@ -376,7 +389,8 @@ def get_agent(
         raise TypeError(f"get_agent needs an Agent subclass, not {cls!r}.")
     validate_name(name)
     resolved = resolve_root(root)
-    key = (cls, name, str(resolved))
+    path = agent_path(cls.__name__, name, resolved)
+    key = os.path.realpath(path)
     with _registry_lock:
         live = _registry.get(key)
         if live is not None and not live.closed:
@@ -386,8 +400,7 @@ def get_agent(
                     f"Agent {name!r} is already open {mode} in this process; close() it before reopening "
                     f"with read_only={read_only}."
                 )
-            return live  # type: ignore[return-value]
-        path = agent_path(cls.__name__, name, resolved)
+            return _rebind(live, cls)
         if not read_only:
             path.parent.mkdir(parents=True, exist_ok=True)
         store = Store(path, read_only=read_only)
@@ -398,3 +411,29 @@ def get_agent(
             raise
         _registry[key] = agent
         return agent
+
+
+def _rebind(live: Agent, cls: type[A]) -> A:
+    """The live agent of a file, as an instance of ``cls``.
+
+    A class re-defined under the same module and name (a notebook cell run again) takes over the live agent,
+    which keeps its sessions, caches and connections; any other class is refused, since two classes whose
+    names kebab-case alike (``ChatAgent``, ``CHAT_AGENT``) would otherwise share one file unknowingly.
+    """
+    old = type(live)
+    if old is cls:
+        return live  # type: ignore[return-value]
+    if old.__module__ == cls.__module__ and old.__qualname__ == cls.__qualname__:
+        try:
+            live.__class__ = cls
+        except TypeError as exc:
+            raise AgentClassConflictError(
+                f"Agent {live.name!r} is open as the earlier {old.__qualname__} class, and the new one cannot take "
+                f"it over ({exc}); call agent.close() on the old agent, then get_agent() again."
+            ) from None
+        return live  # type: ignore[return-value]
+    raise AgentClassConflictError(
+        f"{live.path} is already open in this process as {old.__module__}.{old.__qualname__} {live.name!r}; "
+        f"{cls.__module__}.{cls.__qualname__} maps to the same file (both are {kebab_case(cls.__name__)!r}). "
+        "Use one of the two classes, or close() the open agent first."
+    )

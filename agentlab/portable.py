@@ -188,7 +188,7 @@ def import_(
         raise ExportError(f"The export in {folder} lacks {missing}; export the agent again.")
     resolved = resolve_root(root)
     target = agent_path(cls.__name__, name, resolved)
-    live = _registry.get((cls, name, str(resolved)))
+    live = _registry.get(os.path.realpath(target))
     if live is not None and not live.closed:
         raise ExportError(f"Agent {name!r} is open in this process; close() it before importing over it.")
     if target.exists():
