@@ -37,7 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from .errors import ContextError
+from ._checks import check_amount, check_count
+from .errors import ContextError, InvalidSearchError
 from .store import Store
 
 if TYPE_CHECKING:
@@ -475,7 +476,7 @@ class VectorSearchProvider(_SearchBase):
         self._agent = agent
         self._embedder = embedder
         self.label = label
-        self.limit = limit
+        self.limit = check_count("limit", limit)
         self._vectors: VectorStore | None = None
         self._seen_entries = False
 
@@ -574,9 +575,13 @@ class FullTextSearchProvider(_SearchBase):
     """
 
     def __init__(self, agent: Any, *, label: str | None = None, limit: int = 10, mode: str = "all") -> None:
+        from .fulltext import MODES
+
+        if mode not in MODES:
+            raise InvalidSearchError(f"Unknown search mode {mode!r}; use one of {', '.join(MODES)}.")
         self._agent = agent
         self.label = label
-        self.limit = limit
+        self.limit = check_count("limit", limit)
         self.mode = mode
 
     @property
@@ -673,13 +678,11 @@ class HybridSearchProvider(_SearchBase):
 
     def __init__(self, agent: Any, embedder: Embedder | None = None, *, label: str | None = None, rrf_k: float = 60,
                  limit: int = 10, candidates: int = 50) -> None:
-        if rrf_k < 0:
-            raise ValueError(f"rrf_k must be 0 or more, got {rrf_k}.")
         self._agent = agent
         self.label = label
-        self.rrf_k = rrf_k
-        self.limit = limit
-        self.candidates = candidates
+        self.rrf_k = check_amount("rrf_k", rrf_k)  # NaN would make every fused score NaN
+        self.limit = check_count("limit", limit)
+        self.candidates = check_count("candidates", candidates)
         self.vector = VectorSearchProvider(agent, embedder, label=label, limit=candidates)
 
     def init(self, label: str) -> None:
