@@ -513,8 +513,9 @@ class ContextMixin:
     The host provides ``store``, ``agent`` (or None), ``session_id``, ``get_history()``, ``update_message()``,
     ``on_compacted(listener)``, ``_report(exc)`` and the ``system_prompt_provider`` / ``context_blocks_provider``
     attributes. State lives in one :class:`ContextBlocks` (:attr:`context`), created on first use, so builder calls
-    may come in any order. Blocks without a provider are stored in the agent as ``"{label}_{session_id}"``
-    (``label`` in the default session); ``with_cached_prompt()`` stores the prompt as ``"_system_prompt_{id}"``.
+    may come in any order. Blocks without a provider are stored in the agent under ``(session_id, label)``, and
+    ``with_cached_prompt()`` stores the prompt under ``(session_id, "_system_prompt")``, so no two sessions share
+    a stored block.
     """
 
     def _context_state(self) -> _MixinState:
@@ -563,9 +564,9 @@ class ContextMixin:
         agent = getattr(self, "agent", None)
         return agent if agent is not None else self.store  # type: ignore[attr-defined]
 
-    def _context_name(self, label: str) -> str:
+    def _context_provider(self, label: str) -> AgentContextProvider:
         session_id = self.session_id  # type: ignore[attr-defined]
-        return f"{label}_{session_id}" if session_id else label
+        return AgentContextProvider(self._context_owner(), label, session_id=session_id)
 
     def _context_prompt_store(self) -> Any:
         state = self._context_state()
@@ -573,7 +574,7 @@ class ContextMixin:
             return None
         if state.prompt_store is not None:
             return state.prompt_store
-        return AgentContextProvider(self._context_owner(), self._context_name("_system_prompt"))
+        return self._context_provider("_system_prompt")
 
     def _wire_context(self) -> None:
         state = self._context_state()
@@ -597,11 +598,10 @@ class ContextMixin:
         """The session's :class:`ContextBlocks` (created on first use)."""
         state = self._context_state()
         if state.blocks is None:
-            owner = self._context_owner()
             blocks = ContextBlocks(
                 state.configs,
                 self._context_prompt_store(),
-                default_provider=lambda label: AgentContextProvider(owner, self._context_name(label)),
+                default_provider=self._context_provider,
                 on_unload=self._context_unloaded,
                 on_error=self._context_report,
             )

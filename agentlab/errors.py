@@ -303,3 +303,10 @@ class InvalidSearchError(AgentlabError, ValueError):
 
 class ExportError(AgentlabError):
     """An agent export (Parquet folder and manifest) that cannot be written, read or restored here."""
+
+
+# --- arguments --------------------------------------------------------------------------------------
+
+
+class InvalidArgumentError(AgentlabError, ValueError):
+    """An argument a call cannot use: NaN, infinite, negative, out of range, or text that is not valid UTF-8."""

@@ -281,25 +281,45 @@ def blocks(target: Any) -> Any:
                          "chars": len(content), "tokens": estimate_string_tokens(content),
                          "entries": entries if isinstance(entries, int) else None,
                          "error": str(errors[label]) if label in errors else None,
-                         "stored_label": getattr(provider, "label", None) if kind == "writable" else None})
+                         **_stored_key(provider, kind)})
     schema = pa.schema([("position", pa.int64()), ("label", pa.string()), ("description", pa.string()),
                         ("kind", pa.string()), ("provider", pa.string()), ("max_tokens", pa.int64()),
                         ("content", pa.string()), ("chars", pa.int64()), ("tokens", pa.int64()),
-                        ("entries", pa.int64()), ("error", pa.string()), ("stored_label", pa.string())])
+                        ("entries", pa.int64()), ("error", pa.string()), ("stored_session", pa.string()),
+                        ("stored_label", pa.string()), ("legacy_label", pa.string())])
     listed = pa.Table.from_pylist(rows, schema=schema)
     store = scope(target)[0]
     with store.lock:
         store.conn.register("_agentlab_blocks", listed)
         try:
             return store.relation("""
-                SELECT b.* EXCLUDE (stored_label, entries, error),
+                SELECT b.* EXCLUDE (stored_session, stored_label, legacy_label, entries, error),
                        CASE WHEN b.max_tokens > 0 THEN b.tokens / b.max_tokens END AS budget_used,
-                       b.entries, b.error, c.updated_at
-                FROM _agentlab_blocks b LEFT JOIN context_blocks c ON c.label = b.stored_label
+                       b.entries, b.error,
+                       -- the session's own row, else the legacy row it reads (see AgentContextProvider)
+                       coalesce(c.updated_at, (SELECT max(l.updated_at) FROM context_blocks l
+                                               WHERE l.session_id IS NULL AND l.label = b.legacy_label)) AS updated_at
+                FROM _agentlab_blocks b
+                LEFT JOIN context_blocks c ON c.session_id = b.stored_session AND c.label = b.stored_label
                 ORDER BY b.position
             """).to_arrow_table()
         finally:
             store.conn.unregister("_agentlab_blocks")
+
+
+def _stored_key(provider: Any, kind: str | None) -> dict[str, str | None]:
+    # Where a block stored in the agent keeps its row: (session id, label), and the legacy name it may read.
+    from .providers import legacy_block_name
+
+    key = None
+    if kind == "writable":
+        try:
+            key = getattr(provider, "storage_key", None)
+        except Exception:  # no label yet: nothing stored to join
+            key = None
+    if not (isinstance(key, tuple) and len(key) == 2):
+        return {"stored_session": None, "stored_label": None, "legacy_label": None}
+    return {"stored_session": key[0], "stored_label": key[1], "legacy_label": legacy_block_name(*key)}
 
 
 def tool_calls(target: Any) -> Any:

@@ -18,13 +18,15 @@ deletes, clears, renames and usage updates of a session with a row bump its ``up
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .errors import ForkedHistoryError, UnknownMessageError, UnknownSessionError
+from ._checks import INT64_MAX, check_amount, check_count, check_text
+from .errors import ForkedHistoryError, InvalidArgumentError, UnknownMessageError, UnknownSessionError
 from .message_search import SearchHit, search_tree
 from .naming import validate_name
 from .seqs import clock_of
@@ -126,11 +128,17 @@ class SessionManager:
         Raises:
             InvalidNameError: Bad name.
             ValueError: ``session_id`` is taken (or is ``""``, the default session).
+            InvalidArgumentError: ``model``, ``source``, ``parent_session_id`` or ``session_id`` is not a string of
+                valid UTF-8 (a lone surrogate, for instance).
         """
         validate_name(name, "session name")
         sid = uuid.uuid4().hex if session_id is None else session_id
         if not isinstance(sid, str) or not sid:
             raise ValueError("session_id must be a non-empty str ('' is the default session, which needs no row).")
+        for label, value in (("session_id", sid), ("parent_session_id", parent_session_id), ("model", model),
+                             ("source", source)):
+            if value is not None:
+                check_text(label, value)
         with self.store.lock:
             if self._row(sid) is not None:
                 raise ValueError(f"A session with id {sid!r} exists; pick another id or omit it.")
@@ -152,10 +160,28 @@ class SessionManager:
 
     def add_usage(self, session_id: str, *, input_tokens: int = 0, output_tokens: int = 0,
                   estimated_cost: float = 0.0) -> SessionInfo:
-        """Add model usage to a session's counters (upstream ``addUsage``)."""
-        return self._update(session_id, "input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, "
-                                        "estimated_cost = estimated_cost + ?",
-                            [int(input_tokens), int(output_tokens), float(estimated_cost)])
+        """Add model usage to a session's counters (upstream ``addUsage``).
+
+        Raises:
+            UnknownSessionError: No such session.
+            InvalidArgumentError: A token count that is not a whole number of 0 or more, a cost that is NaN,
+                infinite or negative, or a total that would no longer fit its column; nothing changes.
+        """
+        tokens_in = check_count("input_tokens", input_tokens)
+        tokens_out = check_count("output_tokens", output_tokens)
+        cost = check_amount("estimated_cost", estimated_cost)
+        with self.store.lock:
+            info = self.get(session_id)
+            for label, total in (("input_tokens", info.input_tokens + tokens_in),
+                                 ("output_tokens", info.output_tokens + tokens_out)):
+                if total > INT64_MAX:
+                    raise InvalidArgumentError(f"Adding {label} would take session {session_id!r} past {INT64_MAX:,} "
+                                               "tokens, which its counter cannot hold.")
+            if not math.isfinite(info.estimated_cost + cost):
+                raise InvalidArgumentError(f"Adding estimated_cost would make session {session_id!r}'s cost "
+                                           "infinite; pass the cost in a unit that keeps it finite.")
+            return self._update(session_id, "input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, "
+                                            "estimated_cost = estimated_cost + ?", [tokens_in, tokens_out, cost])
 
     def _update(self, session_id: str, assignments: str, params: list[Any]) -> SessionInfo:
         with self.store.lock:

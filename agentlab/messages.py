@@ -23,8 +23,8 @@ from typing import Any, NamedTuple
 
 from .errors import InvalidMessageError
 
-__all__ = ["DEFAULT_MAX_DEPTH", "UNSET", "Appended", "RecentHistory", "RowStat", "keep_messages", "message_text",
-           "now_iso", "parse_rows", "prepare_message", "prepare_placed"]
+__all__ = ["DEFAULT_MAX_DEPTH", "MAX_MESSAGE_NESTING", "UNSET", "Appended", "RecentHistory", "RowStat", "keep_messages",
+           "message_text", "now_iso", "parse_rows", "prepare_message", "prepare_placed"]
 
 
 class _Unset:
@@ -38,6 +38,18 @@ UNSET: Any = _Unset()
 DEFAULT_MAX_DEPTH = 100_000
 """Longest path a history read walks (upstream caps its CTE at 10,000). A longer path is cut on the root
 side: the newest ``max_depth`` messages are returned."""
+
+MAX_MESSAGE_NESTING = 128
+"""Most levels of objects and arrays in one message's JSON; the message object is level 1, ``parts`` level 2, a
+part level 3, so a tool input or result may nest 125 levels.
+
+Every write refuses a deeper message, because the readers recurse: token estimates and tool-output truncation
+(``js_stringify``, ``copy.deepcopy``) spend up to about four Python frames per level, so with Python's limit of
+1,000 frames they fail at about 250 levels even when called from an empty stack, and ``json.loads`` at about 990.
+At 128 levels the deepest reader still leaves about 480 frames to its caller (a notebook cell, a widget
+handler, a chat turn). Real messages stay far below: Anthropic content blocks add three or four levels to
+whatever a tool takes or returns, and common JSON parsers stop at 64 (.NET's System.Text.Json), 100 (Ruby) or
+128 levels (Rust's serde_json) by default."""
 
 
 class Appended(NamedTuple):
@@ -104,7 +116,8 @@ def prepare_message(message: Any, *, stamp: str | None = None) -> tuple[dict[str
 
     Raises:
         InvalidMessageError: No non-empty string id, no non-empty string role, parts not a list of dicts,
-            or something that is not JSON (sets, bytes, NaN, lone surrogates...).
+            something that is not JSON (sets, bytes, NaN, lone surrogates...), or JSON nested more than
+            :data:`MAX_MESSAGE_NESTING` levels.
     """
     copy, text, _ = _prepare(message, stamp, False)
     return copy, text
@@ -153,7 +166,27 @@ def _prepare(message: Any, stamp: str | None, placement: bool) -> tuple[dict[str
         raise InvalidMessageError(
             f"Message {mid!r} is not JSON ({exc}); parts may hold only dicts, lists, str, finite numbers, "
             "bool and None.") from None
+    # Nesting needs as many "{" or "[" in the text as levels (brackets inside strings only add to the count), so
+    # the exact walk runs only for the rare message with more brackets than the limit.
+    if text.count("{") + text.count("[") > MAX_MESSAGE_NESTING and _nests_deeper(copy, MAX_MESSAGE_NESTING):
+        raise InvalidMessageError(
+            f"Message {mid!r} nests objects and arrays more than {MAX_MESSAGE_NESTING} levels deep (the message "
+            f"is level 1, parts level 2); readers cannot walk deeper JSON. Flatten the deep value, or store it "
+            "as a JSON string inside a part.")
     return copy, text, placed
+
+
+def _nests_deeper(value: Any, limit: int) -> bool:
+    """Whether ``value`` (already encoded as JSON, so made of dicts, lists and tuples) nests more than ``limit``."""
+    stack = [(value, 1)]
+    while stack:
+        node, level = stack.pop()
+        if level > limit:
+            return True
+        for child in (node.values() if isinstance(node, dict) else node):
+            if isinstance(child, (dict, list, tuple)):
+                stack.append((child, level + 1))
+    return False
 
 
 def message_text(message: Mapping[str, Any]) -> str:

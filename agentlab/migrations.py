@@ -384,3 +384,69 @@ def _m060_message_search(conn: Any) -> None:
 
 
 MIGRATIONS.append(Migration("m060_message_search", _m060_message_search))
+
+
+# --- m070_context_block_sessions (agentlab/providers.py) ---------------------------------------------
+
+
+_KNOWN_SESSIONS_SQL = """
+SELECT id FROM sessions
+UNION SELECT session_id FROM messages
+UNION SELECT session_id FROM compactions
+UNION SELECT session_id FROM compaction_events
+UNION SELECT session_id FROM chat_usage
+UNION SELECT session_id FROM context_unloaded
+"""
+
+
+def _m070_context_block_sessions(conn: Any) -> None:
+    # context_blocks gets the session as a column of its own. Until now a session's block was stored under
+    # the name f"{label}_{session_id}" (the frozen prompt under f"_system_prompt_{session_id}"), so two
+    # sessions could write one row: session "b" with block "memory_a" and session "a_b" with block "memory"
+    # both meant "memory_a_b". The key is now (session_id, label), with '' for the default session, whose
+    # labels were always stored plain.
+    # session_id NULL marks a legacy row: its label is a name stored the old way whose owner cannot be told
+    # from the name alone. A session that has no row of its own for a label reads the legacy row named
+    # f"{label}_{session_id}" (or label, in the default session): exactly the sessions that read that row
+    # before. Its first write makes its own row, so from then on no other session sees its text. Exports
+    # made before this migration have no session_id column; their rows are imported as legacy rows the same
+    # way.
+    conn.execute(
+        """
+        CREATE TABLE context_blocks_m070 (
+            session_id VARCHAR,            -- '' default session; NULL legacy row named the old way
+            label      VARCHAR NOT NULL,   -- the block's label (for a legacy row, its old stored name)
+            content    VARCHAR NOT NULL,
+            updated_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+            UNIQUE (session_id, label)
+        )
+        """
+    )
+    # How existing rows move, without guessing an owner:
+    # 1. A name with no underscore that has text on both sides cannot be f"{label}_{session_id}" with a
+    #    non-empty session id and label, so it was the default session's: it becomes ('', name).
+    # 2. Every other name stays as a legacy row, so that every session that could read it still can.
+    # 3. It is also copied to (S, label) for every session S known from the file (a sessions row, or
+    #    messages, overlays, compaction events, usage or unloaded skills under its id) for which the name is
+    #    f"{label}_{S}": the block shows under its session in SQL and exports, and that session's writes
+    #    go to its own row. When two known sessions match ("memory_a_b" with sessions "b" and "a_b"), each
+    #    gets a copy: before this migration they shared the text, and neither is preferred. A session that
+    #    left no trace, or the default session with a label like "notes_main", reads the legacy row (2).
+    known = {r[0] for r in conn.execute(_KNOWN_SESSIONS_SQL).fetchall() if r[0]}
+    rows = conn.execute("SELECT label, content, updated_at FROM context_blocks ORDER BY label").fetchall()
+    moved: list[tuple[str | None, str, str, Any]] = []
+    for name, content, updated_at in rows:
+        if "_" not in name[1:-1]:
+            moved.append(("", name, content, updated_at))
+            continue
+        moved.append((None, name, content, updated_at))
+        for cut in range(1, len(name) - 1):  # every split into a non-empty label and session id
+            if name[cut] == "_" and name[cut + 1:] in known:
+                moved.append((name[cut + 1:], name[:cut], content, updated_at))
+    if moved:
+        conn.executemany("INSERT INTO context_blocks_m070 VALUES (?, ?, ?, ?)", moved)
+    conn.execute("DROP TABLE context_blocks")
+    conn.execute("ALTER TABLE context_blocks_m070 RENAME TO context_blocks")
+
+
+MIGRATIONS.append(Migration("m070_context_block_sessions", _m070_context_block_sessions))

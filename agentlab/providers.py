@@ -17,7 +17,8 @@ Any provider may also have ``init(label)``, called before every ``get()``.
 
 Built-in providers, all storing in the agent's DuckDB file:
 
-* :class:`AgentContextProvider`: one writable text per label (``context_blocks``); also the durable prompt store.
+* :class:`AgentContextProvider`: one writable text per (session, label) (``context_blocks``); also the durable
+  prompt store.
 * :class:`AgentSkillProvider`: keyed documents with descriptions (``context_skills``); :class:`FolderSkillProvider`
   reads a folder of Markdown files instead (read-only).
 * :class:`VectorSearchProvider`, :class:`FullTextSearchProvider`, :class:`HybridSearchProvider`: keyed entries
@@ -37,7 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from .errors import ContextError
+from ._checks import check_amount, check_count
+from .errors import ContextError, InvalidSearchError
 from .store import Store
 
 if TYPE_CHECKING:
@@ -57,6 +59,7 @@ __all__ = [
     "VectorSearchProvider",
     "WritableProvider",
     "format_hits",
+    "legacy_block_name",
     "provider_kind",
 ]
 
@@ -163,43 +166,78 @@ class _Labelled:
 # -- plain blocks ------------------------------------------------------------------------------------------------
 
 
-def _block_texts(store: Store) -> dict[str, str | None]:
-    # Texts of context_blocks rows already read: the frozen prompt is read before every model call, and only
-    # AgentContextProvider.set writes the table. Derived data: emptied after SQL from outside, and a label is
-    # dropped while a write to it is uncommitted.
+def _block_texts(store: Store) -> dict[tuple[str, str], str | None]:
+    # Texts of context_blocks rows already read, by (session id, label): the frozen prompt is read before every
+    # model call, and only AgentContextProvider.set writes the table. Derived data: emptied after SQL from
+    # outside, and a key is dropped while a write to it is uncommitted.
     return store.derived("context_block_texts", dict, reset=dict.clear)
 
 
-class AgentContextProvider(_Labelled):
-    """A writable block stored in the agent's DuckDB file (upstream ``AgentContextProvider``).
+def legacy_block_name(session_id: str, label: str) -> str:
+    """The name a block was stored under before blocks had a session column: ``label`` plus ``_session_id``.
 
-    Sessions create one per block without a provider, labelled ``"{label}_{session_id}"`` (or ``label`` for the
-    default session), and one labelled ``"_system_prompt[_{session_id}]"`` for ``with_cached_prompt()``.
+    Rows from that time whose owner could not be told apart keep this name with a NULL ``session_id`` (see
+    migration ``m070_context_block_sessions``); a session reads such a row until it writes its own.
+    """
+    return f"{label}_{session_id}" if session_id else label
+
+
+_READ_BLOCK = """
+SELECT content FROM context_blocks
+WHERE (session_id = ? AND label = ?) OR (session_id IS NULL AND label = ?)
+ORDER BY session_id IS NULL  -- the session's own row wins over a legacy row
+LIMIT 1
+"""
+
+_WRITE_BLOCK = """
+INSERT INTO context_blocks (session_id, label, content) VALUES (?, ?, ?)
+ON CONFLICT (session_id, label) DO UPDATE SET content = excluded.content, updated_at = now()
+"""
+
+
+class AgentContextProvider(_Labelled):
+    """A writable block stored in the agent's DuckDB file (upstream ``AgentContextProvider``), one row per
+    ``(session_id, label)``.
+
+    Sessions create one per block without a provider, with their own session id (``""`` for the default
+    session), and one labelled ``"_system_prompt"`` for ``with_cached_prompt()``. Two sessions never share a
+    row, whatever their ids and labels. A session without a row of its own reads the row stored, before blocks
+    had a session column, under :func:`legacy_block_name` (if the file has one); its first write makes its own.
 
     Args:
         agent: The :class:`~agentlab.agent.Agent` (or a :class:`~agentlab.store.Store`).
         label: The storage name; when None, the block's label given to :meth:`init`.
+        session_id: The session the text belongs to (``""``: the default session, upstream's plain label).
     """
 
-    def __init__(self, agent: Any, label: str | None = None) -> None:
+    def __init__(self, agent: Any, label: str | None = None, *, session_id: str = "") -> None:
+        if not isinstance(session_id, str):
+            raise TypeError(f"session_id must be a str ('' for the default session), not {session_id!r}.")
         self._agent = agent
         self.label = label
+        self.session_id = session_id
 
     def __repr__(self) -> str:
-        return f"AgentContextProvider(label={self.label!r})"
+        session = f", session_id={self.session_id!r}" if self.session_id else ""
+        return f"AgentContextProvider(label={self.label!r}{session})"
+
+    @property
+    def storage_key(self) -> tuple[str, str]:
+        """``(session_id, label)``: the key of this block's row in ``context_blocks``."""
+        return self.session_id, self._label()
 
     def get(self) -> str | None:
-        """The stored text, or None if the label was never written."""
+        """The stored text, or None if the block was never written."""
         store = _store_of(self._agent)
-        label = self._label()
+        key = self.storage_key
         with store.lock:
             texts = _block_texts(store)
-            if label in texts:
-                return texts[label]
-            rows = store.execute("SELECT content FROM context_blocks WHERE label = ?", [label]).fetchall()
+            if key in texts:
+                return texts[key]
+            rows = store.execute(_READ_BLOCK, [*key, legacy_block_name(*key)]).fetchall()
             text = rows[0][0] if rows else None
             if not store.in_transaction:  # inside one, the row may hold a write that could still roll back
-                texts[label] = text
+                texts[key] = text
             return text
 
     def set(self, content: str) -> None:
@@ -207,18 +245,12 @@ class AgentContextProvider(_Labelled):
         if not isinstance(content, str):
             raise TypeError(f"Block content must be a string, not {type(content).__name__}.")
         store = _store_of(self._agent)
-        label = self._label()
+        key = self.storage_key
         with store.transaction():
             texts = _block_texts(store)
-            texts.pop(label, None)
-            store.execute(
-                """
-                INSERT INTO context_blocks (label, content) VALUES (?, ?)
-                ON CONFLICT (label) DO UPDATE SET content = excluded.content, updated_at = now()
-                """,
-                [label, content],
-            )
-            store.after_commit(lambda: texts.__setitem__(label, content))
+            texts.pop(key, None)
+            store.execute(_WRITE_BLOCK, [*key, content])
+            store.after_commit(lambda: texts.__setitem__(key, content))
 
 
 # -- skills ------------------------------------------------------------------------------------------------------
@@ -475,7 +507,7 @@ class VectorSearchProvider(_SearchBase):
         self._agent = agent
         self._embedder = embedder
         self.label = label
-        self.limit = limit
+        self.limit = check_count("limit", limit)
         self._vectors: VectorStore | None = None
         self._seen_entries = False
 
@@ -574,9 +606,13 @@ class FullTextSearchProvider(_SearchBase):
     """
 
     def __init__(self, agent: Any, *, label: str | None = None, limit: int = 10, mode: str = "all") -> None:
+        from .fulltext import MODES
+
+        if mode not in MODES:
+            raise InvalidSearchError(f"Unknown search mode {mode!r}; use one of {', '.join(MODES)}.")
         self._agent = agent
         self.label = label
-        self.limit = limit
+        self.limit = check_count("limit", limit)
         self.mode = mode
 
     @property
@@ -673,13 +709,11 @@ class HybridSearchProvider(_SearchBase):
 
     def __init__(self, agent: Any, embedder: Embedder | None = None, *, label: str | None = None, rrf_k: float = 60,
                  limit: int = 10, candidates: int = 50) -> None:
-        if rrf_k < 0:
-            raise ValueError(f"rrf_k must be 0 or more, got {rrf_k}.")
         self._agent = agent
         self.label = label
-        self.rrf_k = rrf_k
-        self.limit = limit
-        self.candidates = candidates
+        self.rrf_k = check_amount("rrf_k", rrf_k)  # NaN would make every fused score NaN
+        self.limit = check_count("limit", limit)
+        self.candidates = check_count("candidates", candidates)
         self.vector = VectorSearchProvider(agent, embedder, label=label, limit=candidates)
 
     def init(self, label: str) -> None:

@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import inspect
 import logging
+import math
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .compaction import COMPACTION_PREFIX
-from .errors import CompactionError, InvalidMessageError, UnknownMessageError
+from .errors import CompactionError, InvalidArgumentError, InvalidMessageError, UnknownMessageError
 from .messages import Appended
 from .overlays import CompactionRecord, load_events, record_event
 from .tokens import estimate_message_tokens, estimate_string_tokens, normalize_count
@@ -152,9 +153,21 @@ class CompactionMixin:
 
     def compact_after(self, threshold: int | None, *, token_counter: Callable[..., Any] | None = None) -> Any:
         """Compact automatically after a new append when the estimate is strictly above ``threshold``
-        (``None`` turns it off). ``token_counter`` also replaces the session's counter."""
+        (``None`` turns it off). ``token_counter`` also replaces the session's counter.
+
+        Raises:
+            TypeError: ``threshold`` is not a number or None, or ``token_counter`` is not callable.
+            InvalidArgumentError: ``threshold`` is NaN, infinite or negative; nothing changes.
+        """
         if threshold is not None and (not isinstance(threshold, (int, float)) or isinstance(threshold, bool)):
             raise TypeError(f"threshold must be a number of tokens or None, not {threshold!r}.")
+        if threshold is not None and not (math.isfinite(threshold) and threshold >= 0):
+            # NaN compares false with every estimate, so it would silently never compact.
+            raise InvalidArgumentError(f"threshold must be a finite number of tokens of 0 or more, not {threshold!r}; "
+                                       "pass None to turn automatic compaction off.")
+        if token_counter is not None and not callable(token_counter):
+            raise TypeError(f"token_counter must be callable (messages=, system_prompt=, context_blocks=), "
+                            f"not {token_counter!r}.")
         self._threshold = threshold  # type: ignore[assignment]
         if token_counter is not None:
             self.token_counter = token_counter

@@ -26,7 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import ModelAPIError, NoApiKeyError
+from ._checks import check_amount, check_text
+from .errors import InvalidArgumentError, ModelAPIError, NoApiKeyError
 
 __all__ = [
     "DEFAULTS",
@@ -122,7 +123,17 @@ class ChatSettings:
 
         Raises:
             ValueError: A limit is not a positive integer, or ``thinking`` is not a dict.
+            InvalidArgumentError: ``model`` is empty or not a string, ``model``, ``effort`` or ``base_url`` is not
+                valid UTF-8 text (a lone surrogate cannot be sent), or ``timeout`` is not a positive number of
+                seconds.
         """
+        if self.model is not None:
+            check_text("model", self.model, empty=False)
+        for name in ("effort", "base_url"):
+            if getattr(self, name) is not None:
+                check_text(name, getattr(self, name))
+        if self.timeout is not None and check_amount("timeout", self.timeout) <= 0:
+            raise InvalidArgumentError(f"timeout must be a positive number of seconds, not {self.timeout!r}.")
         for name in ("max_tokens", "max_steps"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):

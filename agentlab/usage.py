@@ -9,7 +9,8 @@ becomes one ``chat_usage`` row (migration ``m050_usage``) with the four counts t
 * ``cache_write_tokens``: ``cache_creation_input_tokens``, written to the prompt cache.
 
 Invariants: a row is written in the same transaction as the messages its call produced (the caller opens it);
-sums are computed in SQL from the rows, never kept as running totals that could drift.
+sums are computed in SQL from the rows, never kept as running totals that could drift. A :class:`Usage` holds
+whole counts of 0 or more, and :func:`record_usage` refuses one a BIGINT column cannot hold before writing.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ._checks import INT64_MAX, check_count, check_text
+from .errors import InvalidArgumentError
 from .store import Store
 
 __all__ = ["Usage", "record_usage", "session_usage", "turn_usage", "usage_from_api", "usage_rows"]
@@ -41,6 +44,10 @@ class Usage:
     cache_write_tokens: int = 0
     calls: int = 0
 
+    def __post_init__(self) -> None:
+        for name in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "calls"):
+            object.__setattr__(self, name, check_count(name, getattr(self, name), maximum=None))
+
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             self.input_tokens + other.input_tokens,
@@ -63,12 +70,19 @@ class Usage:
 
 
 def _count(usage: Mapping[str, Any], key: str) -> int:
+    # The reply has already arrived when its usage is read, so an unusable count must not fail the turn.
     value = usage.get(key)
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= INT64_MAX:
+        return 0  # also NaN, for which every comparison is false
+    return int(value)
 
 
 def usage_from_api(usage: Mapping[str, Any] | None) -> Usage:
-    """Read the API's ``usage`` object (a dict from the response JSON); missing or null counts are 0."""
+    """Read the API's ``usage`` object (a dict from the response JSON).
+
+    Missing or null counts are 0, and so are counts no BIGINT column can hold as a token count (negative, NaN,
+    infinite, above 2**63 - 1, not a number): the reply they came with is kept either way.
+    """
     usage = usage or {}
     return Usage(
         input_tokens=_count(usage, "input_tokens"),
@@ -84,6 +98,8 @@ INSERT INTO chat_usage (session_id, turn_id, step, purpose, model, response_id, 
                         input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
+
+_PURPOSES = ("turn", "compaction", "other")  # the CHECK constraint of chat_usage.purpose
 
 _SUM = """
 SELECT coalesce(sum(input_tokens), 0)       AS input_tokens,
@@ -121,11 +137,28 @@ def record_usage(
         response_id: The API's message id (``msg_...``).
         message_id: The stored assistant message's id.
         stop_reason: The call's stop reason.
+
+    Raises:
+        InvalidArgumentError: A count above 2**63 - 1, ``step`` not a whole number of 1 or more, an unknown
+            ``purpose``, or a text argument that is not a string of valid UTF-8; nothing is written.
     """
+    if not isinstance(usage, Usage):
+        raise TypeError(f"record_usage needs a Usage, not {type(usage).__name__}.")
+    counts = [check_count(name, getattr(usage, name)) for name in
+              ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")]
+    if step is not None and check_count("step", step, maximum=2**31 - 1) < 1:
+        raise InvalidArgumentError(f"step must be 1 or more (a call's position in its turn), not {step!r}.")
+    if purpose not in _PURPOSES:
+        raise InvalidArgumentError(f"purpose must be one of {list(_PURPOSES)}, not {purpose!r}.")
+    check_text("session_id", session_id)
+    for name, value in (("turn_id", turn_id), ("model", model), ("response_id", response_id),
+                        ("message_id", message_id), ("stop_reason", stop_reason)):
+        if value is not None:
+            check_text(name, value)
     store.execute(
         _INSERT,
         [session_id, turn_id, step, purpose, model, response_id, message_id, stop_reason,
-         usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens],
+         *counts],
     )
 
 

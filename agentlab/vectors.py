@@ -31,7 +31,8 @@ from typing import Any
 import numpy as np
 
 from .embedders import Embedder, check_embeddings, encode_batched
-from .errors import EmbedderError
+from ._checks import check_count
+from .errors import EmbedderError, InvalidArgumentError
 from .store import Store
 
 _NAMESPACE_SQL = "SELECT model_id, dimension, generation FROM vector_namespaces WHERE namespace = ?"
@@ -178,6 +179,11 @@ def _single_threaded(faiss: Any) -> Iterator[None]:
         faiss.omp_set_num_threads(previous)
 
 
+def _check_k(k: Any) -> int:
+    # FAISS asserts (a bare AssertionError) on a NaN or fractional k.
+    return check_count("k", k)
+
+
 class VectorStore:
     """Keyed texts with embeddings in one namespace of an agent's DuckDB file, searchable by meaning.
 
@@ -194,6 +200,8 @@ class VectorStore:
     def __init__(self, store: Store, namespace: str, embedder: Embedder, *, chunk_size: int = 1024) -> None:
         if not isinstance(namespace, str) or not namespace:
             raise ValueError(f"namespace must be a non-empty string, got {namespace!r}.")
+        if check_count("chunk_size", chunk_size) < 1:
+            raise InvalidArgumentError("chunk_size must be 1 or more (texts per encode call).")
         if not isinstance(embedder, Embedder):
             raise TypeError(f"{embedder!r} is not an embedder: it needs model_id, dimension and encode(texts).")
         if not isinstance(embedder.dimension, int) or embedder.dimension < 1:
@@ -231,19 +239,22 @@ class VectorStore:
 
         Args:
             query: The text to embed and look up.
-            k: How many hits at most.
+            k: How many hits at most: a whole number; 0 returns ``[]``.
             keys: Only consider entries with these keys (``None``: all entries).
 
         Raises:
             EmbedderError: The embedder returned a bad query vector.
+            InvalidArgumentError: ``k`` is not a whole number of 0 or more (checked before the query is embedded).
         """
+        if not isinstance(query, str):
+            raise TypeError(f"query must be a string, not {type(query).__name__}.")
+        _check_k(k)
         vector = check_embeddings(self.embedder.encode([query]), 1, self.embedder.dimension)
         return self.search_vector(vector[0], k, keys=keys)
 
     def search_vector(self, vector: Any, k: int = 10, *, keys: Collection[str] | None = None) -> list[VectorHit]:
         """Like :meth:`search`, with an already computed query vector of the namespace's dimension."""
-        if k < 0:
-            raise ValueError(f"k must be 0 or more, got {k}.")
+        k = _check_k(k)
         array = np.asarray(vector)
         query = check_embeddings(array.reshape(1, -1) if array.ndim == 1 else array, 1, self.embedder.dimension)
         import faiss

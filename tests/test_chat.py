@@ -13,6 +13,7 @@ import pytest
 from agentlab import get_agent
 from agentlab.chat import ChatAgent, Tool
 from agentlab.errors import (
+    InvalidArgumentError,
     InvalidModelRequestError,
     ModelConnectionError,
     ModelOverloadedError,
@@ -475,6 +476,29 @@ class TestSettingsAndClients:
         with pytest.raises(ModelConnectionError) as caught:
             agent.ask("hello")
         assert "sk-ant-test-secret" not in str(caught.value) and "sk-ant-test-secret" not in repr(agent.settings)
+
+
+class TestSettingValues:
+    @pytest.mark.parametrize(("changes", "named"), [
+        ({"model": "claude-\ud800"}, "model"), ({"model": ""}, "model"), ({"model": 5}, "model"),
+        ({"effort": "hi\udfff"}, "effort"), ({"base_url": "http://\ud800"}, "base_url"),
+        ({"timeout": float("nan")}, "timeout"), ({"timeout": 0}, "timeout"), ({"timeout": -1.0}, "timeout"),
+    ])
+    def test_configure_refuses_a_value_that_cannot_be_sent_and_keeps_the_old_settings(self, changes, named):
+        agent = get_agent(MemoryAgent, "settings")
+        before = agent.settings
+        with pytest.raises(InvalidArgumentError, match=named):
+            agent.configure(**changes)
+        assert agent.settings == before
+
+    def test_a_lone_surrogate_in_a_call_model_stores_no_question_and_sends_nothing(self):
+        mock = ScriptedClaude(reply(text("never sent")))
+        agent = make_agent(mock, "surrogate")
+        with pytest.raises(InvalidArgumentError, match="model"):
+            agent.ask("hello", model="claude-\udc00")
+        with pytest.raises(InvalidArgumentError, match="model"):
+            agent.retry(model="claude-\udc00")
+        assert history(agent) == [] and mock.requests == []
 
 
 class TestTwoUsers:

@@ -6,7 +6,7 @@ import pytest
 
 from agentlab.agent import Agent, get_agent
 from agentlab.compaction import create_compact_function, is_compaction_message
-from agentlab.errors import CompactionError
+from agentlab.errors import CompactionError, InvalidArgumentError
 from agentlab.session import Session
 
 
@@ -225,6 +225,24 @@ class TestAutomaticTrigger:
         for i in range(3):
             session.append_message(msg(f"m{i}", "hello there"))
         assert caplog.text.count("no-op") == 1
+
+
+class TestThresholdArguments:
+    @pytest.mark.parametrize("threshold", [float("nan"), -1, -0.5, float("inf"), float("-inf")])
+    def test_a_threshold_that_is_nan_infinite_or_negative_is_refused_and_the_old_one_stays(self, session, threshold):
+        session.compact_after(500)
+        with pytest.raises(InvalidArgumentError, match="threshold"):
+            session.compact_after(threshold)
+        assert session.token_threshold == 500
+
+    def test_a_token_counter_that_cannot_be_called_is_refused_and_nothing_changes(self, session):
+        with pytest.raises(TypeError, match="token_counter"):
+            session.compact_after(10, token_counter=5)
+        assert (session.token_threshold, session.token_counter) == (None, None)
+
+    def test_none_turns_it_off_and_zero_is_a_threshold(self, session):
+        assert session.compact_after(0).token_threshold == 0
+        assert session.compact_after(None).token_threshold is None
 
 
 class TestListeners:

@@ -296,14 +296,15 @@ class TestNamespacing:  # spec 16 case 16
             session.with_cached_prompt().with_context("memory")
         session.set_block("memory", "fact")
         session.freeze_system_prompt()
-        labels = {r["label"] for r in agent.sql("SELECT label FROM context_blocks")}
-        assert labels == {"memory_chat-123", "_system_prompt_chat-123"}
+        keys = {(r["session_id"], r["label"]) for r in agent.sql("SELECT session_id, label FROM context_blocks")}
+        assert keys == {("chat-123", "memory"), ("chat-123", "_system_prompt")}
 
     def test_the_default_session_uses_bare_names(self, agent):
         session = Session.create(agent).with_context("memory").with_cached_prompt()
         session.set_block("memory", "fact")
         session.freeze_system_prompt()
-        assert {r["label"] for r in agent.sql("SELECT label FROM context_blocks")} == {"memory", "_system_prompt"}
+        keys = {(r["session_id"], r["label"]) for r in agent.sql("SELECT session_id, label FROM context_blocks")}
+        assert keys == {("", "memory"), ("", "_system_prompt")}
 
 
 class TestRenderingTags:  # spec 16 case 17

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from agentlab.compaction import is_compaction_message
-from agentlab.errors import ForkedHistoryError, InvalidNameError, UnknownMessageError, UnknownSessionError
+from agentlab.errors import (ForkedHistoryError, InvalidArgumentError, InvalidNameError, UnknownMessageError,
+                             UnknownSessionError)
 from agentlab.manager import SessionInfo, SessionManager
 from agentlab.session import Session
 from agentlab.store import Store
@@ -195,3 +196,43 @@ class TestFork:
             assert ids(Session(again, info.id).get_history()) == ["a", "b", "c"]
         finally:
             again.close()
+
+
+class TestUsageArguments:
+    """add_usage refuses counts and costs its columns cannot hold, before changing anything."""
+
+    @pytest.mark.parametrize("kwargs", [
+        {"estimated_cost": float("nan")}, {"estimated_cost": float("inf")}, {"estimated_cost": -0.5},
+        {"estimated_cost": "0.1"}, {"input_tokens": 10**30}, {"input_tokens": -5}, {"output_tokens": 1.5},
+        {"output_tokens": float("nan")}, {"input_tokens": True},
+    ], ids=repr)
+    def test_a_bad_value_is_refused_and_nothing_changes(self, manager, kwargs):
+        s = manager.create("s")
+        manager.add_usage(s.id, input_tokens=3, output_tokens=2, estimated_cost=0.5)
+        before = manager.get(s.id)
+        with pytest.raises(InvalidArgumentError, match=next(iter(kwargs))):
+            manager.add_usage(s.id, **kwargs)
+        assert manager.get(s.id) == before
+
+    def test_a_total_past_the_bigint_column_is_refused(self, manager):
+        s = manager.create("s")
+        manager.add_usage(s.id, input_tokens=2**63 - 1, estimated_cost=1e308)
+        before = manager.get(s.id)
+        with pytest.raises(InvalidArgumentError, match="input_tokens"):
+            manager.add_usage(s.id, input_tokens=1)
+        with pytest.raises(InvalidArgumentError, match="infinite"):
+            manager.add_usage(s.id, estimated_cost=1e308)
+        assert manager.get(s.id) == before
+
+    def test_whole_numbers_of_any_integer_type_are_added(self, manager):
+        import numpy as np
+
+        s = manager.create("s")
+        info = manager.add_usage(s.id, input_tokens=np.int64(7), output_tokens=0, estimated_cost=1)
+        assert (info.input_tokens, info.output_tokens, info.estimated_cost) == (7, 0, 1.0)
+
+    @pytest.mark.parametrize("field", ["model", "source", "parent_session_id", "session_id"])
+    def test_create_refuses_text_with_a_lone_surrogate(self, manager, store, field):
+        with pytest.raises(InvalidArgumentError, match=field):
+            manager.create("s", **{field: "claude-\ud800"})
+        assert store.scalar("SELECT count(*) FROM sessions") == 0

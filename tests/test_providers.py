@@ -10,7 +10,7 @@ import pytest
 
 from agentlab import Agent, get_agent
 from agentlab.embedders import HashEmbedder
-from agentlab.errors import ContextError, EmbedderError
+from agentlab.errors import ContextError, EmbedderError, InvalidArgumentError, InvalidSearchError
 from agentlab.providers import (
     AgentContextProvider,
     AgentSkillProvider,
@@ -372,3 +372,22 @@ def test_format_hits_is_none_without_hits_and_blank_line_separated_otherwise():
     assert format_hits([SearchHit("a", 0.5, "x"), SearchHit("b", 0.25, "y")]) == (
         "[a] (score 0.5000)\nx\n\n[b] (score 0.2500)\ny"
     )
+
+
+class TestSearchProviderArguments:
+    @pytest.mark.parametrize(("make", "named"), [
+        (lambda store: VectorSearchProvider(store, HashEmbedder(8), limit=float("nan")), "limit"),
+        (lambda store: VectorSearchProvider(store, HashEmbedder(8), limit=-1), "limit"),
+        (lambda store: FullTextSearchProvider(store, limit=2.5), "limit"),
+        (lambda store: HybridSearchProvider(store, HashEmbedder(8), rrf_k=float("nan")), "rrf_k"),
+        (lambda store: HybridSearchProvider(store, HashEmbedder(8), rrf_k=-1), "rrf_k"),
+        (lambda store: HybridSearchProvider(store, HashEmbedder(8), candidates=float("inf")), "candidates"),
+        (lambda store: HybridSearchProvider(store, HashEmbedder(8), limit=None), "limit"),
+    ])
+    def test_a_limit_or_constant_that_is_not_a_number_of_zero_or_more_is_refused(self, store, make, named):
+        with pytest.raises(InvalidArgumentError, match=named):
+            make(store)
+
+    def test_an_unknown_full_text_mode_is_refused_when_the_provider_is_made(self, store):
+        with pytest.raises(InvalidSearchError, match="regex"):
+            FullTextSearchProvider(store, mode="regex")

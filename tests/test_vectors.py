@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from agentlab.embedders import HashEmbedder, MiniLMEmbedder
-from agentlab.errors import EmbedderError, ReadOnlyAgentError, StoreInUseError
+from agentlab.errors import EmbedderError, InvalidArgumentError, ReadOnlyAgentError, StoreInUseError
 from agentlab.store import Store
 from agentlab.vectors import VectorEntry, VectorHit, VectorStore, _caches, content_hash, drop_namespace
 
@@ -172,6 +172,24 @@ class TestSearch:
         assert vs.search("anything", k=0) == []
         with pytest.raises(ValueError, match="k must be"):
             vs.search("anything", k=-1)
+
+    @pytest.mark.parametrize("k", [float("nan"), 1.5, float("inf"), -1, True, "3", None])
+    def test_a_k_that_is_not_a_whole_number_of_zero_or_more_is_refused_before_embedding(self, file_store, k):
+        embedder = Counting()
+        vs = VectorStore(file_store, "kb", embedder)
+        vs.add_many(FACTS, progress=False)
+        embedded = len(embedder.texts)
+        with pytest.raises(InvalidArgumentError, match="k must be"):
+            vs.search("anything", k=k)
+        with pytest.raises(InvalidArgumentError, match="k must be"):
+            vs.search_vector(np.ones(embedder.dimension, dtype=np.float32), k=k)
+        assert len(embedder.texts) == embedded
+        assert [h.key for h in vs.search("anything", k=np.int64(1))] != []
+
+    @pytest.mark.parametrize("chunk_size", [0, -3, 2.5, float("nan")])
+    def test_a_chunk_size_below_one_is_refused(self, file_store, chunk_size):
+        with pytest.raises(InvalidArgumentError, match="chunk_size"):
+            VectorStore(file_store, "kb", HashEmbedder(), chunk_size=chunk_size)
 
     def test_a_key_filter_restricts_the_candidates(self, file_store):
         vs = VectorStore(file_store, "kb", HashEmbedder(256))

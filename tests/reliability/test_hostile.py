@@ -16,8 +16,13 @@ import pytest
 from agentlab import Agent, get_agent
 from agentlab.compaction import create_compact_function
 from agentlab.errors import AgentlabError
+from agentlab.embedders import HashEmbedder
 from agentlab.manager import SessionManager
+from agentlab.messages import MAX_MESSAGE_NESTING
 from agentlab.session import Session
+from agentlab.settings import ChatSettings, resolve_settings
+from agentlab.usage import Usage, record_usage
+from agentlab.vectors import VectorStore
 
 from .snapshot import snapshot
 
@@ -43,6 +48,16 @@ def _circular():
     return loop
 
 
+def _block(session, label):
+    session.context.load()
+    return session.get_context_block(label).content
+
+
+def _nested_message(mid, levels=MAX_MESSAGE_NESTING + 1):
+    # The message, its parts and the part are three levels; the value inside makes up the rest.
+    return {"id": mid, "role": "user", "parts": [{"type": "data", "value": _deep(levels - 3)}]}
+
+
 def _raiser(prompt):
     raise RuntimeError("summarizer exploded")
 
@@ -62,6 +77,9 @@ def build(root) -> Env:
     )
     session.append_messages([_text("m1", "plan a trip"), _text("m2", "sure, where to?", "assistant"), _text("m3", "Lisbon")])
     session.set_block("memory", "likes trains")
+    # A named session whose block was stored as "memory_a_b" before blocks had a session column.
+    SessionManager(agent).create("trip", session_id="a_b")
+    Session(agent, "a_b").with_context("memory").set_block("memory", "a_b's facts")
     _ = agent.state
     session.tools()
     return Env(agent, session)
@@ -144,6 +162,26 @@ CASES: list[tuple[str, Callable[[Env], Any], Any]] = [
     ("overlay whose ids are not messages", lambda e: e.session.add_compaction("s", "m1", "ghost"), AgentlabError),
     ("fork at an unknown message", lambda e: SessionManager(e.agent).fork("", "ghost", "f"), AgentlabError),
     ("fork with an empty name", lambda e: SessionManager(e.agent).fork("", "m2", ""), AgentlabError),
+    # blocks of different sessions
+    ("a block label ending in another session's id", lambda e: _block(Session(e.agent, "b").with_context("memory_a"), "memory_a"), lambda r: r == ""),
+    ("a default-session block named like another session's old storage name", lambda e: _block(Session(e.agent).with_context("memory_a_b"), "memory_a_b"), lambda r: r == ""),
+    # numbers and text the columns cannot hold
+    ("usage with a NaN cost", lambda e: SessionManager(e.agent).add_usage("a_b", estimated_cost=math.nan), AgentlabError),
+    ("usage with an infinite cost", lambda e: SessionManager(e.agent).add_usage("a_b", estimated_cost=math.inf), AgentlabError),
+    ("usage of 10**30 tokens", lambda e: SessionManager(e.agent).add_usage("a_b", input_tokens=10**30), AgentlabError),
+    ("usage of negative tokens", lambda e: SessionManager(e.agent).add_usage("a_b", output_tokens=-5), AgentlabError),
+    ("usage of fractional tokens", lambda e: SessionManager(e.agent).add_usage("a_b", input_tokens=1.5), AgentlabError),
+    ("a usage row past a BIGINT", lambda e: record_usage(e.agent.store, Usage(2**63)), AgentlabError),
+    ("vector search with k=NaN", lambda e: VectorStore(e.agent.store, "kb", HashEmbedder(8)).search("trip", k=math.nan), AgentlabError),
+    ("vector search with a fractional k", lambda e: VectorStore(e.agent.store, "kb", HashEmbedder(8)).search("trip", k=2.5), AgentlabError),
+    ("compaction threshold NaN", lambda e: e.session.compact_after(math.nan), AgentlabError),
+    ("negative compaction threshold", lambda e: e.session.compact_after(-1), AgentlabError),
+    ("lone surrogate in a model name", lambda e: resolve_settings(ChatSettings(model="claude-\ud800")), AgentlabError),
+    ("lone surrogate in a session's model", lambda e: SessionManager(e.agent).create("n", model="claude-\udc00"), AgentlabError),
+    # nesting
+    ("message nested one level over the limit", lambda e: e.session.append_message(_nested_message("deep")), AgentlabError),
+    ("bulk import with a message over the nesting limit", lambda e: e.session.append_messages([_text("ok1"), _nested_message("deep")]), AgentlabError),
+    ("update nesting over the limit", lambda e: e.session.update_message(_nested_message("m1")), AgentlabError),
 ]
 
 
