@@ -7,16 +7,21 @@ prints the totals (cases tried, cases that lost or corrupted data).
 
 from __future__ import annotations
 
+import json
 import math
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
+import duckdb
 import pytest
 
 from agentlab import Agent, get_agent
 from agentlab.compaction import create_compact_function
 from agentlab.errors import AgentlabError
 from agentlab.manager import SessionManager
+from agentlab.portable import MANIFEST, export, import_
 from agentlab.session import Session
 
 from .snapshot import snapshot
@@ -45,6 +50,49 @@ def _circular():
 
 def _raiser(prompt):
     raise RuntimeError("summarizer exploded")
+
+
+def _tampered_import(env, change):
+    """Export the agent, let ``change(manifest, folder)`` tamper with the export, import it under a new name."""
+    folder = export(env.agent, Path(env.agent.root) / "exports" / "tampered")
+    manifest = json.loads((folder / MANIFEST).read_text())
+    change(manifest, folder)
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    return import_(folder, Target, name="copy", root=Path(env.agent.root) / "imported")
+
+
+def _absolute_entry(manifest, folder):
+    outside = folder.parent / "outside.parquet"
+    outside.write_bytes((folder / "messages.parquet").read_bytes())
+    manifest["tables"]["messages"]["file"] = str(outside)
+
+
+def _climbing_entry(manifest, folder):
+    _absolute_entry(manifest, folder)
+    manifest["tables"]["messages"]["file"] = "../outside.parquet"
+
+
+def _rewrite_messages(folder, columns, tail=""):
+    file = folder / "messages.parquet"
+    con = duckdb.connect()
+    con.execute(f"COPY (SELECT {columns} FROM read_parquet('{file}') {tail}) TO '{file}.new' (FORMAT parquet)")
+    con.close()
+    os.replace(f"{file}.new", file)
+
+
+def _cut_messages(manifest, folder):
+    _rewrite_messages(folder, "*", "LIMIT 1")
+
+
+def _dropped_column(manifest, folder):
+    _rewrite_messages(folder, "* EXCLUDE (search_seq)")
+
+
+def _export_over_papers(env):
+    folder = Path(env.agent.root) / "papers"
+    folder.mkdir()
+    (folder / "draft.tex").write_text("precious")
+    return export(env.agent, folder, overwrite=True)
 
 
 @dataclass
@@ -144,6 +192,12 @@ CASES: list[tuple[str, Callable[[Env], Any], Any]] = [
     ("overlay whose ids are not messages", lambda e: e.session.add_compaction("s", "m1", "ghost"), AgentlabError),
     ("fork at an unknown message", lambda e: SessionManager(e.agent).fork("", "ghost", "f"), AgentlabError),
     ("fork with an empty name", lambda e: SessionManager(e.agent).fork("", "m2", ""), AgentlabError),
+    # export and import
+    ("import of a manifest naming an absolute path", lambda e: _tampered_import(e, _absolute_entry), AgentlabError),
+    ("import of a manifest naming a file up with ..", lambda e: _tampered_import(e, _climbing_entry), AgentlabError),
+    ("import of a messages file cut to one row", lambda e: _tampered_import(e, _cut_messages), AgentlabError),
+    ("import of a file with a column missing", lambda e: _tampered_import(e, _dropped_column), AgentlabError),
+    ("export over a folder that is no export", lambda e: _export_over_papers(e), AgentlabError),
 ]
 
 
