@@ -1,4 +1,4 @@
-"""Reliability figures: crash trials (SIGKILL), lock timing, the hostile-input catalogue.
+"""Reliability figures: crash trials (SIGKILL), export/import kill trials, lock timing, the hostile-input catalogue.
 
 Run: .venv/bin/python benchmarks/reliability.py [--trials 20]
 The test suite (tests/reliability) runs the same code with fewer trials.
@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.reliability.crashlab import SCENARIOS, run_trials  # noqa: E402
+from tests.reliability.portlab import KINDS, run_port_trials  # noqa: E402
 from tests.reliability.snapshot import snapshot  # noqa: E402
 from tests.reliability import test_hostile as hostile  # noqa: E402
 
@@ -33,6 +34,34 @@ def crash_figures(trials: int) -> bool:
             bad = sum(1 for r in results if r.problems)
             ok &= lost == 0 and bad == 0
             print(f"{scenario:<10} {trials:>6} {acked:>13} {lost:>5} {bad:>13} {time.perf_counter() - start:>8.1f}")
+    return ok
+
+
+def port_figures(trials: int) -> bool:
+    """Exports over a good export and imports, each SIGKILLed at a random moment.
+
+    "lost" counts trials after which the export folder held neither the old nor the new export complete, or a
+    killed import left an agent file that does not hold the export (or a retry did not restore it).
+    """
+    print(f"export/import: {trials} SIGKILL trials each")
+    print(f"{'kind':<7} {'trials':>6} {'killed mid-way':>15} {'outcomes':<28} {'lost':>5} {'problems':>9} {'seconds':>8}")
+    ok = True
+    with tempfile.TemporaryDirectory() as tmp:
+        for kind in KINDS:
+            start = time.perf_counter()
+            results = run_port_trials(Path(tmp), kind, trials, seed=2026)
+            outcomes: dict[str, int] = {}
+            for r in results:
+                outcomes[r.outcome] = outcomes.get(r.outcome, 0) + 1
+            shown = ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items()))
+            lost = sum(1 for r in results if r.lost)
+            bad = sum(1 for r in results if r.problems)
+            for r in results:
+                for line in r.lost + r.problems:
+                    print(f"  {kind}: {line}")
+            ok &= lost == 0 and bad == 0
+            midway = sum(1 for r in results if not r.finished)
+            print(f"{kind:<7} {trials:>6} {midway:>15} {shown:<28} {lost:>5} {bad:>9} {time.perf_counter() - start:>8.1f}")
     return ok
 
 
@@ -65,6 +94,7 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=20)
     args = parser.parse_args()
     ok = crash_figures(args.trials)
+    ok &= port_figures(args.trials)
     ok &= hostile_figures()
     sys.exit(0 if ok else 1)
 

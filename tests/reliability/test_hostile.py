@@ -7,10 +7,14 @@ prints the totals (cases tried, cases that lost or corrupted data).
 
 from __future__ import annotations
 
+import json
 import math
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
+import duckdb
 import pytest
 
 from agentlab import Agent, get_agent
@@ -19,6 +23,7 @@ from agentlab.errors import AgentlabError
 from agentlab.embedders import HashEmbedder
 from agentlab.manager import SessionManager
 from agentlab.messages import MAX_MESSAGE_NESTING
+from agentlab.portable import MANIFEST, export, import_
 from agentlab.session import Session
 from agentlab.settings import ChatSettings, resolve_settings
 from agentlab.usage import Usage, record_usage
@@ -60,6 +65,49 @@ def _nested_message(mid, levels=MAX_MESSAGE_NESTING + 1):
 
 def _raiser(prompt):
     raise RuntimeError("summarizer exploded")
+
+
+def _tampered_import(env, change):
+    """Export the agent, let ``change(manifest, folder)`` tamper with the export, import it under a new name."""
+    folder = export(env.agent, Path(env.agent.root) / "exports" / "tampered")
+    manifest = json.loads((folder / MANIFEST).read_text())
+    change(manifest, folder)
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    return import_(folder, Target, name="copy", root=Path(env.agent.root) / "imported")
+
+
+def _absolute_entry(manifest, folder):
+    outside = folder.parent / "outside.parquet"
+    outside.write_bytes((folder / "messages.parquet").read_bytes())
+    manifest["tables"]["messages"]["file"] = str(outside)
+
+
+def _climbing_entry(manifest, folder):
+    _absolute_entry(manifest, folder)
+    manifest["tables"]["messages"]["file"] = "../outside.parquet"
+
+
+def _rewrite_messages(folder, columns, tail=""):
+    file = folder / "messages.parquet"
+    con = duckdb.connect()
+    con.execute(f"COPY (SELECT {columns} FROM read_parquet('{file}') {tail}) TO '{file}.new' (FORMAT parquet)")
+    con.close()
+    os.replace(f"{file}.new", file)
+
+
+def _cut_messages(manifest, folder):
+    _rewrite_messages(folder, "*", "LIMIT 1")
+
+
+def _dropped_column(manifest, folder):
+    _rewrite_messages(folder, "* EXCLUDE (search_seq)")
+
+
+def _export_over_papers(env):
+    folder = Path(env.agent.root) / "papers"
+    folder.mkdir()
+    (folder / "draft.tex").write_text("precious")
+    return export(env.agent, folder, overwrite=True)
 
 
 @dataclass
@@ -182,6 +230,12 @@ CASES: list[tuple[str, Callable[[Env], Any], Any]] = [
     ("message nested one level over the limit", lambda e: e.session.append_message(_nested_message("deep")), AgentlabError),
     ("bulk import with a message over the nesting limit", lambda e: e.session.append_messages([_text("ok1"), _nested_message("deep")]), AgentlabError),
     ("update nesting over the limit", lambda e: e.session.update_message(_nested_message("m1")), AgentlabError),
+    # export and import
+    ("import of a manifest naming an absolute path", lambda e: _tampered_import(e, _absolute_entry), AgentlabError),
+    ("import of a manifest naming a file up with ..", lambda e: _tampered_import(e, _climbing_entry), AgentlabError),
+    ("import of a messages file cut to one row", lambda e: _tampered_import(e, _cut_messages), AgentlabError),
+    ("import of a file with a column missing", lambda e: _tampered_import(e, _dropped_column), AgentlabError),
+    ("export over a folder that is no export", lambda e: _export_over_papers(e), AgentlabError),
 ]
 
 
