@@ -96,6 +96,9 @@ _DURABLE = "COMMIT succeeded and is durable"
 _INVALIDATED = "database has been invalidated"
 _NO_SPACE = ("No space left on device", "Disk quota exceeded", "not enough space")
 
+# The folder, beside an agent file, where new files are built before they are linked into place.
+_CREATING = ".agentlab-creating"
+
 # One live store per file in this process, keyed by the file's real path.
 _open_files: weakref.WeakValueDictionary[str, Store] = weakref.WeakValueDictionary()
 _open_files_lock = threading.Lock()
@@ -244,18 +247,25 @@ def _remove_quietly(path: Path) -> None:
             pass  # already gone, or a file system that refuses writes (then nothing was created either)
 
 
-def _sweep_stale_creations(folder: Path, name: str) -> None:
+def _sweep_stale_creations(folder: Path) -> None:
     """Remove temporary files of creations whose process died (on this host) before linking them into place."""
-    host = socket.gethostname()
-    for stale in folder.glob(f".{name}.*.creating"):
-        parts = stale.name[len(name) + 2:-len(".creating")].rsplit("-", 2)
-        if len(parts) != 3 or parts[0] != host:
+    pattern = re.compile(rf"^\..+\.{re.escape(socket.gethostname())}-(\d+)-[0-9a-f]{{8}}\.creating(\.wal)?$")
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return
+    for stale in entries:
+        match = pattern.match(stale.name)
+        if match is None:
             continue
         try:
-            os.kill(int(parts[1]), 0)
+            os.kill(int(match.group(1)), 0)
         except ProcessLookupError:
-            _remove_quietly(stale)
-        except (PermissionError, ValueError):
+            try:
+                stale.unlink()
+            except OSError:
+                pass
+        except (PermissionError, ValueError, OverflowError):
             continue
 
 
@@ -264,13 +274,23 @@ def _create_file(path: Path, migrations: Sequence[Migration]) -> None:
 
     If another process creates ``path`` first, its file is kept and this one discarded.
     """
-    _sweep_stale_creations(path.parent, path.name)
-    temp = path.with_name(f".{path.name}.{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}.creating")
+    # Temporary files live in a folder of their own beside the agents, so that sweeping the leftovers of killed
+    # creations lists a handful of files, not every agent of the class; the folder goes once it is empty.
+    work = path.parent / _CREATING
+    temp = work / f".{path.name}.{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}.creating"
     try:
-        try:
-            conn = _connect(str(temp), False)
-        except AgentFileError as exc:
-            raise AgentFileError(str(path), f"it cannot be created in {path.parent} ({exc.reason})") from None
+        for attempt in range(5):
+            work.mkdir(exist_ok=True)
+            _sweep_stale_creations(work)
+            try:
+                conn = _connect(str(temp), False)
+                break
+            except (AgentFileError, DiskFullError) as exc:
+                if isinstance(exc, DiskFullError):
+                    raise DiskFullError(str(path), "creating it") from None
+                if not work.exists() and attempt < 4:
+                    continue  # another creator removed the emptied folder just now
+                raise AgentFileError(str(path), f"it cannot be created in {path.parent} ({exc.reason})") from None
         try:
             _migrate(conn, str(path), migrations, False)
         finally:
@@ -291,6 +311,10 @@ def _create_file(path: Path, migrations: Sequence[Migration]) -> None:
         raise
     finally:
         _remove_quietly(temp)
+        try:
+            work.rmdir()  # only once empty: other creations may still be under way
+        except OSError:
+            pass
 
 
 class Store:

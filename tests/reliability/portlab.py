@@ -210,7 +210,11 @@ def import_trials(base: Path, trials: int, seed: int = 0, messages: int = 4000) 
             if digest(again) != digests["new"]:
                 trial.lost.append("the retried import does not hold the export")
             again.close()
-        left = [p.name for p in target.parent.iterdir() if p != target] if target.parent.exists() else []
+        # The store builds new files in .agentlab-creating beside them: the folder may stay, its files may not.
+        left = [p.name for p in target.parent.iterdir() if p != target and p.name != ".agentlab-creating"] \
+            if target.parent.exists() else []
+        creating = target.parent / ".agentlab-creating"
+        left += [f"{creating.name}/{p.name}" for p in creating.iterdir()] if creating.exists() else []
         if left:
             trial.problems.append(f"files beside the agent after the retry: {left}")
         results.append(trial)
