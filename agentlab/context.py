@@ -88,6 +88,7 @@ class ContextBlocks:
             agent); without it such a block is an empty read-only block, as upstream without an agent.
         on_unload: Called with ``(label, key)`` after a skill is unloaded (the session rewrites its history).
         on_error: Called with a :class:`~agentlab.errors.ContextProviderError` when a provider's ``get`` raises.
+        lock: The re-entrant lock guarding the blocks (a session passes its store's lock); a new one by default.
     """
 
     def __init__(
@@ -98,12 +99,15 @@ class ContextBlocks:
         default_provider: Callable[[str], Any] | None = None,
         on_unload: Callable[[str, str], None] | None = None,
         on_error: Callable[[ContextProviderError], None] | None = None,
+        lock: Any = None,
     ) -> None:
         self.prompt_store = prompt_store
         self.default_provider = default_provider
         self.on_unload = on_unload
         self.on_error = on_error
-        self._lock = threading.RLock()
+        # A session passes its store's lock: providers write through the store, and the store's commit hooks
+        # (compaction after an append) refresh the prompt, so one lock keeps one order.
+        self._lock = lock if lock is not None else threading.RLock()
         self._configs: dict[str, ContextConfig] = {}
         self._blocks: dict[str, ContextBlock] = {}
         self._failed: dict[str, ContextProviderError] = {}
@@ -604,6 +608,7 @@ class ContextMixin:
                 default_provider=self._context_provider,
                 on_unload=self._context_unloaded,
                 on_error=self._context_report,
+                lock=getattr(getattr(self, "store", None), "lock", None),
             )
             state.blocks = blocks
             if any(isinstance(c.provider, SkillProvider) for c in state.configs):

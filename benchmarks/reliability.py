@@ -89,6 +89,44 @@ def hostile_figures() -> bool:
     return corrupted == 0 and unexpected == 0
 
 
+def file_figures(trials: int) -> bool:
+    """Foreign and broken files, create races and a failed checkpoint on a full disk (the last one needs root)."""
+    from tests.reliability import filelab
+
+    ok = True
+    problems: list[str] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for kind in filelab.BAD_KINDS:
+            problems += filelab.bad_file_trial(kind, Path(tmp) / kind)
+    print(f"files that are not agents: {len(filelab.BAD_KINDS)} kinds, {len(problems)} opened, changed or raw errors")
+    ok &= not problems
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        races = [filelab.race_trial(Path(tmp) / f"race{i}") for i in range(max(1, trials // 2))]
+    outcomes = [o for r in races for o in r.outcomes]
+    bad = sum(1 for r in races if r.problems)
+    print(f"create races: {len(races)} races of 4 processes, {outcomes.count('won')} won, {outcomes.count('locked')} "
+          f"locked, {bad} with a raw error or leftover file ({time.perf_counter() - start:.1f} s)")
+    ok &= bad == 0
+    with tempfile.TemporaryDirectory() as tmp:
+        mount = Path(tmp) / "disk"
+        why = filelab.mount_tmpfs(mount)
+        if why:
+            print(f"full disk at a checkpoint: skipped ({why})")
+            return ok
+        try:
+            result = filelab.checkpoint_trial(mount)
+        finally:
+            from agentlab.agent import _registry
+
+            for live in list(_registry.values()):
+                live.close()
+            filelab.unmount(mount)
+    print(f"full disk at a checkpoint: {len(result.acknowledged)} acknowledged, {len(result.lost)} lost, "
+          f"problems: {result.problems or 'none'}")
+    return ok and not result.lost and not result.problems
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--trials", type=int, default=20)
@@ -96,6 +134,7 @@ def main() -> None:
     ok = crash_figures(args.trials)
     ok &= port_figures(args.trials)
     ok &= hostile_figures()
+    ok &= file_figures(args.trials)
     sys.exit(0 if ok else 1)
 
 

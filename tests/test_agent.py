@@ -11,6 +11,7 @@ import pytest
 
 from agentlab import Agent, get_agent
 from agentlab.errors import (
+    AgentClassConflictError,
     AgentClosedError,
     AgentLockedError,
     AgentlabError,
@@ -76,6 +77,56 @@ class TestAgentsByName:
             get_agent(dict, "x", root=tmp_path)  # type: ignore[arg-type]
 
 
+def _cell(source: str) -> dict:
+    """Run ``source`` the way a notebook cell runs: its classes belong to the ``__main__``-like module ``cell``."""
+    namespace: dict = {"__name__": "cell"}
+    exec(textwrap.dedent(source), namespace)
+    return namespace
+
+
+class TestOneLiveAgentPerFile:
+    NOTES = """
+        from agentlab import Agent
+
+        class Notes(Agent):
+            initial_state = {"v": 0}
+
+            def version(self):
+                return VERSION
+    """
+
+    def test_a_class_defined_again_takes_over_the_live_agent(self, tmp_path):
+        from agentlab.session import Session
+
+        first = _cell("VERSION = 1\n" + textwrap.dedent(self.NOTES))["Notes"]
+        agent = get_agent(first, "u", root=tmp_path)
+        session = Session.create(agent)
+        session.append_message({"id": "b0", "role": "user", "parts": [{"type": "text", "text": "first"}]})
+        second = _cell("VERSION = 2\n" + textwrap.dedent(self.NOTES))["Notes"]  # the cell, run again
+        again = get_agent(second, "u", root=tmp_path)
+        assert again is agent and isinstance(again, second) and again.version() == 2
+        Session.create(again).append_message(
+            {"id": "b1", "role": "user", "parts": [{"type": "text", "text": "second"}]})
+        rows = again.sql("SELECT id, seq FROM messages ORDER BY seq")
+        assert [r["id"] for r in rows] == ["b0", "b1"] and len({r["seq"] for r in rows}) == 2
+        again.close()
+        reopened = Session.create(get_agent(second, "u", root=tmp_path))
+        assert reopened.get_message("b0")["parts"][0]["text"] == "first"
+        assert [m["id"] for m in reopened.get_history()] == ["b0", "b1"]
+
+    def test_two_classes_whose_names_kebab_alike_cannot_share_a_live_file(self, tmp_path):
+        spaced = _cell("from agentlab import Agent\nclass CHAT_AGENT(Agent):\n    pass\n")["CHAT_AGENT"]
+        assert kebab_case("CHAT_AGENT") == kebab_case("ChatAgent")
+        agent = get_agent(ChatAgent, "u", root=tmp_path)
+        agent.sql("CREATE TABLE t (x INTEGER)")
+        with pytest.raises(AgentClassConflictError, match="same file"):
+            get_agent(spaced, "u", root=tmp_path)
+        assert agent.sql("SELECT count(*) AS n FROM t") == [{"n": 0}]
+        agent.close()
+        other = get_agent(spaced, "u", root=tmp_path)  # free once the first is closed
+        assert other.sql("SELECT count(*) AS n FROM t") == [{"n": 0}]
+
+
 class TestHostileNames:
     @pytest.mark.parametrize("name", ["../x", "a/b", ".", "..", "a\\b", "/etc/passwd", "~root", "x" * 512, "CON", "nul"])
     def test_names_never_leave_the_class_folder(self, tmp_path, name):
@@ -123,6 +174,22 @@ class TestSql:
         agent.sql("INSERT INTO notes VALUES (?)", evil)
         assert agent.sql("SELECT body FROM notes WHERE body = ?", evil) == [{"body": evil}]
         assert agent.sql("SELECT count(*) AS n FROM notes WHERE body = ?", "' OR '1'='1") == [{"n": 0}]
+
+    def test_explain_analyze_of_a_write_drops_the_caches_it_made_stale(self, tmp_path):
+        from agentlab.session import Session
+
+        agent = get_agent(ChatAgent, "u", root=tmp_path)
+        session = Session.create(agent)
+        for i in range(3):
+            session.append_message({"id": f"m{i}", "role": "user", "parts": [{"type": "text", "text": f"t{i}"}]})
+        agent.set_state({"n": 1})
+        assert [m["id"] for m in session.get_history()] == ["m0", "m1", "m2"]
+        agent.sql("EXPLAIN ANALYZE DELETE FROM messages WHERE id = 'm2'")
+        agent.sql("EXPLAIN ANALYZE UPDATE agent_state SET state = '{\"n\": 5}'")
+        assert [m["id"] for m in session.get_history()] == ["m0", "m1"]
+        session.append_message({"id": "m3", "role": "user", "parts": [{"type": "text", "text": "t3"}]})
+        assert [m["id"] for m in session.get_history()] == ["m0", "m1", "m3"]
+        assert agent.merge_state({"k": 1}) == {"n": 5, "k": 1}
 
     def test_syntax_errors_raise_sql_error_carrying_the_query(self, tmp_path):
         agent = get_agent(ChatAgent, "u", root=tmp_path)

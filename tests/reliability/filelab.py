@@ -1,0 +1,225 @@
+"""Trials on the agent file itself, shared by tests/reliability/test_files.py and benchmarks/reliability.py.
+
+* :func:`bad_file_trial`: a file that is not an agent file at an agent's path must raise
+  :class:`~agentlab.errors.AgentFileError` and keep its bytes.
+* :func:`race_trial`: processes racing to create one new agent each get it or the typed lock error.
+* :func:`checkpoint_trial`: appends on a small tmpfs until DuckDB's automatic checkpoint fails; every
+  acknowledged write must be readable, then and after reopening.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+
+from agentlab import Agent, get_agent
+from agentlab.errors import AgentFileError, CheckpointWarning, DiskFullError
+from agentlab.naming import agent_path
+from agentlab.session import Session
+from agentlab.store import Store
+
+BAD_KINDS = ("empty", "garbage", "text", "parquet", "sqlite", "truncated", "foreign")
+
+
+class Owner(Agent):
+    initial_state = {"n": 0}
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def text_message(mid: str, text: str) -> dict:
+    return {"id": mid, "role": "user", "parts": [{"type": "text", "text": text}]}
+
+
+def write_bad_file(kind: str, path: Path, scratch: Path) -> None:
+    """Put a file of ``kind`` (one of :data:`BAD_KINDS`) at ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "empty":
+        path.write_bytes(b"")
+    elif kind == "garbage":
+        path.write_bytes(os.urandom(9000))
+    elif kind == "text":
+        path.write_text("hello world\n" * 300)
+    elif kind == "parquet":
+        duckdb.connect().execute(f"COPY (SELECT 1 AS a) TO '{path}' (FORMAT parquet)")
+    elif kind == "sqlite":
+        conn = sqlite3.connect(path)
+        conn.execute("CREATE TABLE notes (body TEXT)")
+        conn.commit()
+        conn.close()
+    elif kind == "truncated":
+        good = scratch / "good.duckdb"
+        Store(good).close()
+        path.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    elif kind == "foreign":
+        conn = duckdb.connect(str(path))
+        conn.execute("CREATE TABLE messages (x INTEGER)")  # even a clashing table name
+        conn.execute("INSERT INTO messages VALUES (42)")
+        conn.close()
+    else:
+        raise ValueError(f"unknown kind {kind!r}")
+
+
+def bad_file_trial(kind: str, root: Path) -> list[str]:
+    """Problems found when opening a ``kind`` file as an agent ([] when refused with its bytes unchanged)."""
+    path = agent_path("Owner", "u1", root)
+    write_bad_file(kind, path, root)
+    before = digest(path)
+    problems = []
+    try:
+        get_agent(Owner, "u1", root=root).close()
+        problems.append(f"{kind}: opened as an agent")
+    except AgentFileError:
+        pass
+    except Exception as exc:  # noqa: BLE001 - reported
+        problems.append(f"{kind}: {type(exc).__name__}: {exc}")
+    if digest(path) != before:
+        problems.append(f"{kind}: the file changed")
+    if path.with_name(path.name + ".wal").exists():
+        problems.append(f"{kind}: a WAL appeared beside it")
+    return problems
+
+
+_RACER = textwrap.dedent(
+    """
+    import sys, time
+    from agentlab import Agent, get_agent
+    from agentlab.errors import AgentLockedError
+
+    class Racer(Agent):
+        initial_state = {"n": 0}
+
+    root, go = sys.argv[1], float(sys.argv[2])
+    while time.time() < go:
+        pass
+    try:
+        agent = get_agent(Racer, "contested", root=root)
+        agent.merge_state({"n": 1})
+        print("won", flush=True)
+        time.sleep(0.5)
+        agent.close()
+    except AgentLockedError:
+        print("locked", flush=True)
+    except Exception as exc:
+        print("error", type(exc).__name__, exc, flush=True)
+    """
+)
+
+
+@dataclass
+class RaceResult:
+    outcomes: list[str]
+    files: list[str] = field(default_factory=list)
+
+    @property
+    def problems(self) -> list[str]:
+        found = [o for o in self.outcomes if o not in ("won", "locked")]
+        if "won" not in self.outcomes:
+            found.append("nobody opened the agent")
+        if len(self.files) != 1 or not self.files[0].endswith(".duckdb"):
+            found.append(f"files left in the class folder: {self.files}")
+        return found
+
+
+def race_trial(root: Path, racers: int = 4) -> RaceResult:
+    """Start ``racers`` processes that all create the same new agent at one moment."""
+    go = time.time() + 1.5
+    procs = [subprocess.Popen([sys.executable, "-c", _RACER, str(root), str(go)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(racers)]
+    outcomes = [p.communicate(timeout=120)[0].strip() for p in procs]
+    folder = root / "racer"
+    return RaceResult(outcomes, sorted(p.name for p in folder.iterdir()) if folder.exists() else [])
+
+
+def fill(folder: Path, leave: int) -> Path:
+    """Write a filler file until only about ``leave`` bytes of the file system are free."""
+    stat = os.statvfs(folder)
+    free = stat.f_bavail * stat.f_frsize
+    filler = folder / "filler"
+    with open(filler, "wb") as handle:
+        handle.write(b"\0" * max(0, free - leave))
+    return filler
+
+
+@dataclass
+class CheckpointResult:
+    acknowledged: list[str]
+    seen: list[str]
+    reopened: list[str]
+    warned: bool
+    unhealthy: bool
+    recovered: bool
+
+    @property
+    def lost(self) -> list[str]:
+        return [m for m in self.acknowledged if m not in self.reopened]
+
+    @property
+    def problems(self) -> list[str]:
+        found = []
+        if not self.unhealthy:
+            found.append("the disk never filled at a checkpoint")
+        if not self.warned:
+            found.append("no CheckpointWarning")
+        if self.seen != self.acknowledged:
+            found.append("reads on the reopened connection differ from the acknowledged writes")
+        if not self.recovered:
+            found.append("no successful checkpoint once space came back")
+        return found
+
+
+def checkpoint_trial(mount: Path) -> CheckpointResult:
+    """Append on the tmpfs ``mount`` until an automatic checkpoint fails, free space, append once more."""
+    agent = get_agent(Owner, "u1", root=mount)
+    session = Session.create(agent)
+    agent.store.execute("SET checkpoint_threshold = '256KB'")
+    filler = fill(mount, leave=1_800_000)
+    acknowledged: list[str] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for i in range(6000):
+            try:
+                session.append_message(text_message(f"m{i}", f"note {i} " + "padding words " * 20))
+            except DiskFullError:
+                break  # the WAL itself could not grow: refused, nothing stored
+            acknowledged.append(f"m{i}")
+            if not agent.health.ok:
+                break
+    unhealthy = not agent.health.ok
+    warned = any(issubclass(w.category, CheckpointWarning) for w in caught)
+    seen = [m["id"] for m in session.get_history()]
+    filler.unlink()
+    session.append_message(text_message("after", "space is back"))
+    acknowledged.append("after")
+    recovered = agent.store.checkpoint() and agent.health.ok
+    agent.close()
+    again = get_agent(Owner, "u1", root=mount)
+    reopened = [m["id"] for m in Session.create(again).get_history()]
+    again.close()
+    return CheckpointResult(acknowledged, [*seen, "after"], reopened, warned, unhealthy, recovered)
+
+
+def mount_tmpfs(folder: Path, size: str = "6m") -> str | None:
+    """Mount a tmpfs of ``size`` at ``folder``; returns why not (not root, mount refused), or None."""
+    if os.geteuid() != 0:
+        return "mounting a small tmpfs to fill the disk needs root"
+    folder.mkdir(parents=True, exist_ok=True)
+    result = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+                            capture_output=True, text=True)
+    return None if result.returncode == 0 else f"cannot mount a tmpfs here: {result.stderr.strip()}"
+
+
+def unmount(folder: Path) -> None:
+    subprocess.run(["umount", "-l", str(folder)], check=False)
