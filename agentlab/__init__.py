@@ -1,29 +1,26 @@
 """agentlab: research agent memory in notebooks (a Python re-creation of the Cloudflare Agents memory layer).
 
-This module only re-exports; see the modules for the concepts. Heavy libraries (torch,
-sentence-transformers, FAISS, pandas, matplotlib, the anthropic SDK) load on first use, not here.
+This module only re-exports the names a notebook needs; the layers live in the subpackages (store, search, agent,
+context, session, chat; frames, eval, views beside them). Heavy libraries (torch, FAISS, pandas, matplotlib, the
+anthropic SDK) load on first use, not here.
 """
 
 from importlib.metadata import PackageNotFoundError, version
 
-from .agent import NOT_SET, Agent, get_agent
-from .chat import ChatAgent
-from .compaction import create_compact_function
-from .connection import Connection
-from .errors import AgentlabError
-from .manager import SessionManager
-from .multi import open_many
-from .portable import import_
-from .providers import (
+from agentlab import _wiring  # noqa: F401 - binds session.messages_df(), agent.show() ... to frames and views
+from agentlab.agent import NOT_SET, Agent, Connection, get_agent, import_
+from agentlab.chat import ChatAgent, ClaudeSummarizer, ExtractiveSummarizer
+from agentlab.context import (
     AgentSkillProvider,
     FolderSkillProvider,
     FullTextSearchProvider,
     HybridSearchProvider,
     VectorSearchProvider,
 )
-from .session import Session
-from .store import Store
-from .summarizers import ClaudeSummarizer, ExtractiveSummarizer
+from agentlab.errors import AgentlabError
+from agentlab.frames import open_many, plot
+from agentlab.session import Session, SessionManager, create_compact_function
+from agentlab.store import Store
 
 try:
     __version__ = version("agentlab")
@@ -51,4 +48,5 @@ __all__ = [
     "get_agent",
     "import_",
     "open_many",
+    "plot",
 ]

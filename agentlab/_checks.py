@@ -12,7 +12,7 @@ import math
 import numbers
 from typing import Any
 
-from .errors import InvalidArgumentError
+from agentlab.errors import InvalidArgumentError
 
 INT64_MAX = 2**63 - 1
 """The largest value a DuckDB ``BIGINT`` column holds."""

@@ -13,7 +13,7 @@ from pathlib import Path
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from . import demo
+    from agentlab import demo
 
     if args.data:
         root = Path(args.data)
@@ -23,7 +23,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _chat(args: argparse.Namespace) -> int:
-    from . import chat_cli
+    from agentlab.chat import cli as chat_cli
 
     return chat_cli.run(args)
 
@@ -37,10 +37,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="tour the toolkit on embedded defaults (no API key, no network)")
     demo.add_argument("--data", help="keep the demo's agents in this folder (default: a temporary folder)")
     demo.set_defaults(func=_demo)
-    from .chat_cli import add_parser as add_chat_parser
+    from agentlab.chat.cli import add_parser as add_chat_parser
 
     add_chat_parser(commands, _chat)
-    from .evaluate import add_command as add_eval_command
+    from agentlab.eval.runner import add_command as add_eval_command
 
     add_eval_command(commands)
     return parser

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TextIO
 
-from .agent import Agent, get_agent
+from agentlab.agent.agent import Agent, get_agent
 
 
 class DemoAgent(Agent):
@@ -39,9 +39,9 @@ def _step_agent(root: Path, say) -> None:  # type: ignore[no-untyped-def]
 
 
 def _step_session(root: Path, say) -> None:  # type: ignore[no-untyped-def]
-    from .compaction import create_compact_function
-    from .session import Session
-    from .summarizers import ExtractiveSummarizer
+    from agentlab.session.compactor import create_compact_function
+    from agentlab.session.session import Session
+    from agentlab.chat.summarizers import ExtractiveSummarizer
 
     agent = get_agent(DemoAgent, "demo-user", root=root)
     session = Session.create(agent)
@@ -73,8 +73,8 @@ def _step_session(root: Path, say) -> None:  # type: ignore[no-untyped-def]
 
 
 def _step_context_and_chat(root: Path, say) -> None:  # type: ignore[no-untyped-def]
-    from .chat import ChatAgent
-    from .offline import OfflineClaude
+    from agentlab.chat.agent import ChatAgent
+    from agentlab.chat.offline import OfflineClaude
 
     class DemoChat(ChatAgent):
         def configure_session(self, session):  # type: ignore[no-untyped-def]
@@ -95,10 +95,10 @@ def _step_context_and_chat(root: Path, say) -> None:  # type: ignore[no-untyped-
 def _step_eval(root: Path, say) -> None:  # type: ignore[no-untyped-def]
     # Offline and quick: BM25, and a hybrid whose dense half is the model-free HashEmbedder
     # (MiniLM would add ~10 s of imports). Embeddings stay in memory; nothing is written.
-    from .datasets import load_bundled
-    from .embedders import HashEmbedder
-    from .evaluate import run as evaluate
-    from .strategies import BM25, STOP_WORDS, Dense, Hybrid, Phrase, Recency
+    from agentlab.eval.datasets import load_bundled
+    from agentlab.search.embedders import HashEmbedder
+    from agentlab.eval.runner import run as evaluate
+    from agentlab.eval.strategies import BM25, STOP_WORDS, Dense, Hybrid, Phrase, Recency
 
     dataset = load_bundled()
     strategies = [Recency(), Phrase(), BM25(stopwords=STOP_WORDS),

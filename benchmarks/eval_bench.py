@@ -58,10 +58,10 @@ def timing(data: Path, folder: Path) -> None:
 
 
 def ideas(data: Path, cache_path: Path | None) -> None:
-    from agentlab.datasets import load_locomo
-    from agentlab.embedcache import EmbeddingCache
-    from agentlab.evaluate import run
-    from agentlab.strategies import BM25, STOP_WORDS, Dense, Hybrid, strip_question
+    from agentlab.eval.datasets import load_locomo
+    from agentlab.eval.embedcache import EmbeddingCache
+    from agentlab.eval.runner import run
+    from agentlab.eval.strategies import BM25, STOP_WORDS, Dense, Hybrid, strip_question
 
     stop = {"stopwords": STOP_WORDS}
     configurations = {

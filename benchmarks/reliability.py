@@ -117,7 +117,7 @@ def file_figures(trials: int) -> bool:
         try:
             result = filelab.checkpoint_trial(mount)
         finally:
-            from agentlab.agent import _registry
+            from agentlab.agent.agent import _registry
 
             for live in list(_registry.values()):
                 live.close()

@@ -167,8 +167,8 @@ COLD_OURS = """
 import sys, time, json
 sys.path.insert(0, {root!r})
 import numpy, pyarrow  # imports are not part of the figure (a notebook has them loaded anyway)
-from agentlab.agent import Agent, get_agent
-from agentlab.session import Session
+from agentlab.agent.agent import Agent, get_agent
+from agentlab.session.session import Session
 class BenchAgent(Agent):
     pass
 t0 = time.perf_counter()
@@ -210,8 +210,8 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
     args = parser.parse_args()
 
-    from agentlab.agent import Agent, get_agent
-    from agentlab.session import Session
+    from agentlab.agent.agent import Agent, get_agent
+    from agentlab.session.session import Session
 
     class BenchAgent(Agent):
         pass

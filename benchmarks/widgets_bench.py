@@ -28,7 +28,7 @@ from harness import LabPage, LabServer, launch_chromium, write_notebook  # noqa:
 SETUP = '''
 import json, random, threading, time
 from agentlab import Agent, get_agent
-from agentlab.session import Session
+from agentlab.session.session import Session
 from agentlab.views import BranchTree, StateView
 
 agent = get_agent(Agent, "bench")

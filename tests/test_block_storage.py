@@ -6,12 +6,12 @@ from __future__ import annotations
 import itertools
 
 import agentlab
-from agentlab.manager import SessionManager
-from agentlab.migrations import MIGRATIONS
-from agentlab.portable import export
-from agentlab.providers import AgentContextProvider
-from agentlab.session import Session
-from agentlab.store import Store
+from agentlab.session.manager import SessionManager
+from agentlab.store.migrations import MIGRATIONS
+from agentlab.agent.portable import export
+from agentlab.context.providers import AgentContextProvider
+from agentlab.session.session import Session
+from agentlab.store.database import Store
 
 OLD_MIGRATIONS = [m for m in MIGRATIONS if m.name != "m070_context_block_sessions"]
 

@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from agentlab import get_agent
-from agentlab.chat import ChatAgent, Tool
+from agentlab.chat.agent import ChatAgent, Tool
 from agentlab.errors import (
     InvalidArgumentError,
     InvalidModelRequestError,
@@ -20,7 +20,7 @@ from agentlab.errors import (
     NoApiKeyError,
     TurnError,
 )
-from agentlab.settings import ChatSettings
+from agentlab.chat.settings import ChatSettings
 from anthropic_mock import (
     ScriptedClaude,
     echo,
@@ -188,7 +188,7 @@ class TestThinkingBlocks:
         assert later[3]["content"] == mock.responses[1]["content"]
 
     def test_the_message_breakpoint_never_lands_on_a_thinking_block(self):
-        from agentlab.api_messages import mark_last_message
+        from agentlab.chat.api import mark_last_message
 
         messages = [{"role": "assistant", "content": [text("a"), thinking("b")]}]
         marked = mark_last_message(messages)
@@ -199,7 +199,7 @@ class TestThinkingBlocks:
 
 class TestRequestBuilding:
     def test_upstream_ai_sdk_parts_become_anthropic_blocks(self):
-        from agentlab.api_messages import to_api_messages
+        from agentlab.chat.api import to_api_messages
 
         history = [
             {"id": "1", "role": "user", "parts": [{"type": "text", "text": "weather?", "state": "done"}]},
@@ -219,7 +219,7 @@ class TestRequestBuilding:
         ]
 
     def test_broken_tool_pairs_are_repaired_and_the_input_is_untouched(self):
-        from agentlab.api_messages import MISSING_RESULT_TEXT, to_api_messages
+        from agentlab.chat.api import MISSING_RESULT_TEXT, to_api_messages
 
         history = [
             {"id": "1", "role": "user", "parts": [{"type": "tool_result", "tool_use_id": "gone", "content": "x"},
@@ -456,7 +456,7 @@ class TestAutomaticCompaction:
 
 class TestSettingsAndClients:
     def test_the_environment_is_a_layer_under_the_class_and_the_agent(self, monkeypatch):
-        from agentlab.settings import resolve_settings
+        from agentlab.chat.settings import resolve_settings
 
         monkeypatch.setenv("AGENTLAB_MODEL", "claude-env")
         monkeypatch.setenv("AGENTLAB_MAX_TOKENS", "777")
@@ -551,7 +551,7 @@ class TestTheCommandLine:
         import argparse
         import io
 
-        from agentlab import chat_cli
+        from agentlab.chat import cli as chat_cli
 
         args = argparse.Namespace(name="carol", data=None, model=None, max_tokens=None, offline=True)
         out = io.StringIO()

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentlab.compaction import (
+from agentlab.session.compactor import (
     COMPACTION_PREFIX,
     STUB_RESULT_TEXT,
     align_boundary_backward,
@@ -24,7 +24,7 @@ from agentlab.compaction import (
     truncate_tool_output,
 )
 from agentlab.errors import CompactionError
-from agentlab.tokens import estimate_message_tokens
+from agentlab.context.tokens import estimate_message_tokens
 
 NOW = "2026-08-21T00:00:00.000Z"
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from agentlab.agent import Agent, get_agent
-from agentlab.compaction import create_compact_function, is_compaction_message
+from agentlab.agent.agent import Agent, get_agent
+from agentlab.session.compactor import create_compact_function, is_compaction_message
 from agentlab.errors import CompactionError, InvalidArgumentError
-from agentlab.session import Session
+from agentlab.session.session import Session
 
 
 def msg(mid: str, text: str | None = None, role: str = "user") -> dict:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from agentlab import Agent, get_agent
-from agentlab.context import ContextBlocks, ContextConfig, ContextMixin
-from agentlab.embedders import HashEmbedder
+from agentlab.context.blocks import ContextBlocks, ContextConfig
+from agentlab.search.embedders import HashEmbedder
 from agentlab.errors import (
     BlockBudgetError,
     BlockNotFoundError,
@@ -17,9 +17,9 @@ from agentlab.errors import (
     ContextError,
     ContextProviderError,
 )
-from agentlab.providers import AgentSkillProvider, FolderSkillProvider, VectorSearchProvider
-from agentlab.session import Session
-from agentlab.tools import scan_loaded_skills
+from agentlab.context.providers import AgentSkillProvider, FolderSkillProvider, VectorSearchProvider
+from agentlab.session.session import Session
+from agentlab.context.tools import scan_loaded_skills
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -76,9 +76,9 @@ def agent():
 
 
 class TestSessionsHaveTheMixin:
-    def test_session_is_a_context_mixin_and_the_builder_chains(self, agent):
+    def test_the_session_holds_its_blocks_and_the_builder_chains(self, agent):
         session = Session.create(agent).with_context("memory", description="Facts", max_tokens=100).with_cached_prompt()
-        assert isinstance(session, ContextMixin)
+        assert isinstance(session, Session) and isinstance(session.context, ContextBlocks)
         assert session.context.labels == ["memory"]
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agentlab.datasets import (
+from agentlab.eval.datasets import (
     Dataset,
     load_bundled,
     load_locomo,

@@ -8,12 +8,12 @@ import pandas as pd
 import pytest
 
 from agentlab.cli import main
-from agentlab.datasets import load_bundled, load_locomo
-from agentlab.embedcache import EmbeddingCache
-from agentlab.embedders import HashEmbedder
-from agentlab.evaluate import Results, run
-from agentlab.metrics import evaluate_rankings
-from agentlab.strategies import BM25, BaseStrategy, Dense, Hybrid, Recency
+from agentlab.eval.datasets import load_bundled, load_locomo
+from agentlab.eval.embedcache import EmbeddingCache
+from agentlab.search.embedders import HashEmbedder
+from agentlab.eval.runner import Results, run
+from agentlab.eval.metrics import evaluate_rankings
+from agentlab.eval.strategies import BM25, BaseStrategy, Dense, Hybrid, Recency
 
 LOCOMO = Path(__file__).resolve().parents[1].parent / "shared" / "datasets" / "locomo" / "locomo10.json"
 
@@ -134,7 +134,7 @@ class TestResultsGoToParquetAndPlots:
         import matplotlib
 
         matplotlib.use("Agg")
-        from agentlab.plot import recall_at_k
+        from agentlab.frames.plot import recall_at_k
 
         results = run(bundled, ["bm25", "recency"], ks=(1, 5, 10), cache=None, progress=False)
         figure = recall_at_k(results)
@@ -205,8 +205,8 @@ class TestLoCoMoReference:
 
 class TestImportingIntoSessions:
     def test_one_message_per_turn_with_speaker_and_date_in_metadata(self, bundled, store):
-        from agentlab.importing import import_conversation
-        from agentlab.session import Session
+        from agentlab.eval.importing import import_conversation
+        from agentlab.session.session import Session
 
         conversation = bundled.conversations[0]
         session = Session(store, "mini")
@@ -224,7 +224,7 @@ class TestImportingIntoSessions:
         assert stamps == sorted(stamps) and stamps[0] == "2024-03-03T18:10:00Z"
 
     def test_image_captions_are_kept_and_a_second_import_adds_nothing(self, bundled, store):
-        from agentlab.importing import import_dataset
+        from agentlab.eval.importing import import_dataset
 
         sessions = import_dataset(store, bundled)
         assert list(sessions) == [c.id for c in bundled.conversations]
@@ -234,7 +234,7 @@ class TestImportingIntoSessions:
         assert len(captioned) == 5
 
     def test_imported_turns_are_found_by_session_search(self, bundled, store):
-        from agentlab.importing import import_dataset
+        from agentlab.eval.importing import import_dataset
 
         session = import_dataset(store, bundled)["mini-1"]
         assert [hit.id for hit in session.search("cello lessons", mode="all")] == ["mini-1/D1:9"]
@@ -242,8 +242,8 @@ class TestImportingIntoSessions:
         assert session.search("When did Priya sign up for cello lessons?") == []
 
     def test_speakers_without_a_role_are_refused(self, bundled, store):
-        from agentlab.importing import import_conversation
-        from agentlab.session import Session
+        from agentlab.eval.importing import import_conversation
+        from agentlab.session.session import Session
 
         with pytest.raises(ValueError, match="has no role"):
             import_conversation(Session(store, "x"), bundled.conversations[0], roles={"Priya": "user"})
@@ -298,6 +298,6 @@ class TestTheEmbeddingCacheFile:
 
 def test_the_runner_is_reachable_as_agentlab_eval_run():
     import agentlab.eval
-    import agentlab.evaluate
+    import agentlab.eval.runner
 
-    assert agentlab.eval.run is agentlab.evaluate.run
+    assert agentlab.eval.run is agentlab.eval.runner.run

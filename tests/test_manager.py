@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from agentlab.compaction import is_compaction_message
+from agentlab.session.compactor import is_compaction_message
 from agentlab.errors import (ForkedHistoryError, InvalidArgumentError, InvalidNameError, UnknownMessageError,
                              UnknownSessionError)
-from agentlab.manager import SessionInfo, SessionManager
-from agentlab.session import Session
-from agentlab.store import Store
+from agentlab.session.manager import SessionInfo, SessionManager
+from agentlab.session.session import Session
+from agentlab.store.database import Store
 
 
 def msg(mid: str, text: str | None = None, role: str = "user") -> dict:

@@ -10,11 +10,11 @@ import pytest
 
 import agentlab
 from agentlab import Agent, get_agent
-from agentlab.api_messages import to_api_messages
+from agentlab.chat.api import to_api_messages
 from agentlab.errors import InvalidMessageError
-from agentlab.messages import MAX_MESSAGE_NESTING
-from agentlab.session import Session
-from agentlab.tokens import estimate_message_tokens
+from agentlab.session.messages import MAX_MESSAGE_NESTING
+from agentlab.session.session import Session
+from agentlab.context.tokens import estimate_message_tokens
 from agentlab.views.branch_tree import BranchTree
 
 from reliability.snapshot import snapshot

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentlab.datasets import load_bundled, load_records
-from agentlab.metrics import (
+from agentlab.eval.datasets import load_bundled, load_records
+from agentlab.eval.metrics import (
     all_at_k,
     collapse_ranking,
     evaluate_rankings,

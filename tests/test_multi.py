@@ -6,14 +6,14 @@ import hashlib
 
 import pytest
 
-from agentlab.agent import Agent, get_agent
+from agentlab.agent.agent import Agent, get_agent
 from agentlab.errors import ExportError
-from agentlab.migrations import MIGRATIONS
-from agentlab.multi import open_many
-from agentlab.naming import agent_path
-from agentlab.session import Session
-from agentlab.store import Store
-from agentlab.tokens import estimate_message_tokens
+from agentlab.store.migrations import MIGRATIONS
+from agentlab.frames.multi import open_many
+from agentlab.store.naming import agent_path
+from agentlab.session.session import Session
+from agentlab.store.database import Store
+from agentlab.context.tokens import estimate_message_tokens
 
 
 class Helper(Agent):

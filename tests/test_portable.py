@@ -8,12 +8,12 @@ import os
 import duckdb
 import pytest
 
-from agentlab.agent import Agent, get_agent
+from agentlab.agent.agent import Agent, get_agent
 from agentlab.errors import ExportError, ExportMismatchError
-from agentlab.manager import SessionManager
-from agentlab.portable import MANIFEST, export, import_, read_manifest
-from agentlab.session import Session
-from agentlab.usage import Usage, record_usage
+from agentlab.session.manager import SessionManager
+from agentlab.agent.portable import MANIFEST, export, import_, read_manifest
+from agentlab.session.session import Session
+from agentlab.chat.usage import Usage, record_usage
 
 
 class Notebook(Agent):
@@ -319,7 +319,7 @@ class TestExportReplacesAFolderWhole:
         assert [p.name for p in folder.iterdir()] == ["draft.tex"]
 
     def test_without_an_atomic_swap_the_old_folder_is_replaced_by_two_renames(self, source, tmp_path, monkeypatch):
-        from agentlab import _atomic
+        from agentlab.agent import _atomic
 
         folder = source.export(tmp_path / "export")
         monkeypatch.setattr(_atomic, "exchange", lambda a, b: False)

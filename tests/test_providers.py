@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from agentlab import Agent, get_agent
-from agentlab.embedders import HashEmbedder
+from agentlab.search.embedders import HashEmbedder
 from agentlab.errors import ContextError, EmbedderError, InvalidArgumentError, InvalidSearchError
-from agentlab.providers import (
+from agentlab.context.providers import (
     AgentContextProvider,
     AgentSkillProvider,
     FolderSkillProvider,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from agentlab.agent import Agent, get_agent
-from agentlab.compaction import is_compaction_message
+from agentlab.agent.agent import Agent, get_agent
+from agentlab.session.compactor import is_compaction_message
 from agentlab.errors import UnknownMessageError
-from agentlab.session import SearchHit, Session
+from agentlab.session.session import SearchHit, Session
 
 
 def msg(mid: str, text: str | None = None, role: str = "user") -> dict:
@@ -248,7 +248,7 @@ class TestAgentFrames:
         agent = get_agent(Chat, "quiet")
         session = Session(agent)
         session.append_message(msg("a"))
-        assert session._estimate_cache is None
+        assert session.compaction.estimate_cache is None
 
     def test_a_session_on_an_agent_shares_its_file(self):
         agent = get_agent(Chat, "shared")

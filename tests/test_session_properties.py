@@ -8,10 +8,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentlab import _contents
-from agentlab.compaction import COMPACTION_PREFIX
-from agentlab.session import Session
-from agentlab.store import Store
+from agentlab.session import contents as _contents
+from agentlab.session.compactor import COMPACTION_PREFIX
+from agentlab.session.session import Session
+from agentlab.store.database import Store
 
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                      HealthCheck.function_scoped_fixture])

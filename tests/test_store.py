@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentlab.errors import MigrationError, ReadOnlyAgentError, SqlError
-from agentlab.migrations import MIGRATIONS, Migration
-from agentlab.naming import MAX_NAME_LENGTH, agent_path
-from agentlab.store import Store
+from agentlab.store.migrations import MIGRATIONS, Migration
+from agentlab.store.naming import MAX_NAME_LENGTH, agent_path
+from agentlab.store.database import Store
 
 
 def _create_a(conn):

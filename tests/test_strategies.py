@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agentlab.datasets import load_bundled
-from agentlab.embedcache import EmbeddingCache
-from agentlab.embedders import HashEmbedder
-from agentlab.strategies import (
+from agentlab.eval.datasets import load_bundled
+from agentlab.eval.embedcache import EmbeddingCache
+from agentlab.search.embedders import HashEmbedder
+from agentlab.eval.strategies import (
     BM25,
     STOP_WORDS,
     BaseStrategy,
@@ -21,7 +21,7 @@ from agentlab.strategies import (
     make_strategy,
     strip_question,
 )
-from agentlab.tokenizer import simple_tokenize
+from agentlab.search.tokenizer import simple_tokenize
 
 
 @pytest.fixture(scope="module")

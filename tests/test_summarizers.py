@@ -7,11 +7,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentlab import get_agent
-from agentlab.chat import ChatAgent
-from agentlab.compaction import build_summary_prompt, compute_summary_budget, create_compact_function
+from agentlab.chat.agent import ChatAgent
+from agentlab.session.compactor import build_summary_prompt, compute_summary_budget, create_compact_function
 from agentlab.errors import ModelOverloadedError
-from agentlab.summarizers import ClaudeSummarizer, ExtractiveSummarizer, parse_summary_prompt
-from agentlab.tokens import estimate_string_tokens
+from agentlab.chat.summarizers import ClaudeSummarizer, ExtractiveSummarizer, parse_summary_prompt
+from agentlab.context.tokens import estimate_string_tokens
 from anthropic_mock import ScriptedClaude, overloaded, reply, text
 
 FACTS = [

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentlab.tokenizer import (
+from agentlab.search.tokenizer import (
     get_tokenizer,
     porter_stem,
     simple_porter_tokenize,

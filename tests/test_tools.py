@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from agentlab.context import ContextBlocks, ContextConfig
-from agentlab.embedders import HashEmbedder
-from agentlab.providers import AgentContextProvider, AgentSkillProvider, VectorSearchProvider
-from agentlab.tools import context_tools
+from agentlab.context.blocks import ContextBlocks, ContextConfig
+from agentlab.search.embedders import HashEmbedder
+from agentlab.context.providers import AgentContextProvider, AgentSkillProvider, VectorSearchProvider
+from agentlab.context.tools import context_tools
 
 
 class Readonly:

@@ -7,10 +7,10 @@ import json
 import pytest
 
 from agentlab.errors import InvalidMessageError, ReadOnlyAgentError, UnknownMessageError
-from agentlab.messages import UNSET, Appended, RowStat
-from agentlab.session import Session
-from agentlab.store import Store
-from agentlab.tree import tree_of
+from agentlab.session.messages import UNSET, Appended, RowStat
+from agentlab.session.session import Session
+from agentlab.store.database import Store
+from agentlab.session.tree import tree_of
 
 
 def msg(mid: str, text: str | None = None, role: str = "user") -> dict:

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from agentlab.errors import InvalidArgumentError
-from agentlab.usage import Usage, record_usage, session_usage, usage_from_api
+from agentlab.chat.usage import Usage, record_usage, session_usage, usage_from_api
 
 
 def usage_rows(store):

@@ -7,10 +7,10 @@ import random
 import numpy as np
 import pytest
 
-from agentlab.embedders import HashEmbedder, MiniLMEmbedder
+from agentlab.search.embedders import HashEmbedder, MiniLMEmbedder
 from agentlab.errors import EmbedderError, InvalidArgumentError, ReadOnlyAgentError, StoreInUseError
-from agentlab.store import Store
-from agentlab.vectors import VectorEntry, VectorHit, VectorStore, _caches, content_hash, drop_namespace
+from agentlab.store.database import Store
+from agentlab.search.vectors import VectorEntry, VectorHit, VectorStore, _caches, content_hash, drop_namespace
 
 FACTS = [
     ("pet", "Melanie adopted a puppy last spring", {"speaker": "Melanie"}),

@@ -206,7 +206,7 @@ class TestLayout:
 
 # --- sessions -------------------------------------------------------------------------------------
 
-from agentlab.session import Session  # noqa: E402
+from agentlab.session.session import Session  # noqa: E402
 from agentlab.views import branch_tree as branch_tree_module  # noqa: E402
 from agentlab.views import dashboard  # noqa: E402
 

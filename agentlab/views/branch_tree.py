@@ -213,7 +213,7 @@ class BranchTree(RequestWidget):
         Raises:
             UnknownMessageError: The session has no such message.
         """
-        from ..errors import UnknownMessageError
+        from agentlab.errors import UnknownMessageError
 
         with self.session.store.lock:
             plan = self._plan

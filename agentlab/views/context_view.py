@@ -24,8 +24,8 @@ from typing import Any
 
 import traitlets as t
 
-from ..prompt import SEPARATOR, js_round, render_block, render_prompt
-from ..tokens import estimate_string_tokens
+from agentlab.context.prompt import SEPARATOR, js_round, render_block, render_prompt
+from agentlab.context.tokens import estimate_string_tokens
 from ._base import STATIC, RequestWidget, esc
 
 PREVIEW_CHARS = 3000

@@ -24,7 +24,7 @@ from typing import Any
 
 import traitlets as t
 
-from ..errors import AgentlabError
+from agentlab.errors import AgentlabError
 from ._base import STATIC, RequestWidget, esc, short_json
 
 

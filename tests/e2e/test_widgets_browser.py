@@ -18,7 +18,7 @@ pytestmark = pytest.mark.e2e
 
 SETUP = '''
 from agentlab import Agent, get_agent
-from agentlab.session import Session
+from agentlab.session.session import Session
 from agentlab.views import Dashboard
 
 

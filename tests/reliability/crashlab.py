@@ -22,7 +22,7 @@ from pathlib import Path
 CHILD = r'''
 import sys
 from agentlab import Agent, get_agent
-from agentlab.session import Session
+from agentlab.session.session import Session
 
 class CrashAgent(Agent):
     initial_state = {"n": -1}
@@ -110,7 +110,7 @@ def _run_child(root: Path, scenario: str, start: int, rng: random.Random) -> lis
 def check_after_crash(root: Path, scenario: str, acks: list[str]) -> TrialResult:
     """Reopen the agent in this process and check every acknowledged write and the file's consistency."""
     from agentlab import Agent, get_agent
-    from agentlab.session import Session
+    from agentlab.session.session import Session
 
     class CrashAgent(Agent):
         initial_state = {"n": -1}

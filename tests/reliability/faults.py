@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from agentlab.store import Store
+from agentlab.store.database import Store
 
 
 class InjectedFault(RuntimeError):

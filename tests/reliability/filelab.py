@@ -24,9 +24,9 @@ import duckdb
 
 from agentlab import Agent, get_agent
 from agentlab.errors import AgentFileError, CheckpointWarning, DiskFullError
-from agentlab.naming import agent_path
-from agentlab.session import Session
-from agentlab.store import Store
+from agentlab.store.naming import agent_path
+from agentlab.session.session import Session
+from agentlab.store.database import Store
 
 BAD_KINDS = ("empty", "garbage", "text", "parquet", "sqlite", "truncated", "foreign")
 

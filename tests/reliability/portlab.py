@@ -31,16 +31,16 @@ from pathlib import Path
 
 from agentlab import Agent, get_agent
 from agentlab.errors import ExportError
-from agentlab.naming import agent_path
-from agentlab.portable import export, import_
-from agentlab.session import Session
+from agentlab.store.naming import agent_path
+from agentlab.agent.portable import export, import_
+from agentlab.session.session import Session
 
 from .snapshot import snapshot
 
 CHILD = r'''
 import sys
 from agentlab import Agent, get_agent
-from agentlab.portable import export, import_
+from agentlab.agent.portable import export, import_
 
 class Traveller(Agent):
     initial_state = {"trips": 0}

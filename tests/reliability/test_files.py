@@ -15,8 +15,8 @@ import pytest
 
 from agentlab import get_agent
 from agentlab.errors import AgentFileError, DiskFullError, SchemaTooNewError
-from agentlab.naming import agent_path
-from agentlab.session import Session
+from agentlab.store.naming import agent_path
+from agentlab.session.session import Session
 
 from .filelab import (
     BAD_KINDS,
@@ -40,7 +40,7 @@ def small_disk(tmp_path):
     if why:
         pytest.skip(why)
     yield mount
-    for live in list(__import__("agentlab.agent", fromlist=["_registry"])._registry.values()):
+    for live in list(__import__("agentlab.agent.agent", fromlist=["_registry"])._registry.values()):
         live.close()
     unmount(mount)
 

@@ -18,16 +18,16 @@ import duckdb
 import pytest
 
 from agentlab import Agent, get_agent
-from agentlab.compaction import create_compact_function
+from agentlab.session.compactor import create_compact_function
 from agentlab.errors import AgentlabError
-from agentlab.embedders import HashEmbedder
-from agentlab.manager import SessionManager
-from agentlab.messages import MAX_MESSAGE_NESTING
-from agentlab.portable import MANIFEST, export, import_
-from agentlab.session import Session
-from agentlab.settings import ChatSettings, resolve_settings
-from agentlab.usage import Usage, record_usage
-from agentlab.vectors import VectorStore
+from agentlab.search.embedders import HashEmbedder
+from agentlab.session.manager import SessionManager
+from agentlab.session.messages import MAX_MESSAGE_NESTING
+from agentlab.agent.portable import MANIFEST, export, import_
+from agentlab.session.session import Session
+from agentlab.chat.settings import ChatSettings, resolve_settings
+from agentlab.chat.usage import Usage, record_usage
+from agentlab.search.vectors import VectorStore
 
 from .snapshot import snapshot
 

@@ -1,0 +1,45 @@
+"""The composition root: binds the accessors lower layers declare to the higher layers that implement them.
+
+The session and agent layers declare ``messages_df``, ``show`` and the like as :class:`agentlab._hooks.Accessor`
+slots; this module, imported by the package before anything else can use them, says which function of
+:mod:`agentlab.frames` or :mod:`agentlab.views` answers each one. The imports are inside the functions, so nothing
+heavy loads until an accessor is used.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentlab._hooks import bind
+
+SESSION_FRAMES = ("messages", "branches", "compactions", "tokens", "blocks", "tool_calls", "usage")
+AGENT_FRAMES = ("messages", "branches", "compactions", "tool_calls", "usage")
+
+
+def _frame(name: str) -> Any:
+    def make(owner: Any) -> Any:
+        from agentlab.frames.frames import bound_frame
+
+        return bound_frame(name, owner)
+
+    return make
+
+
+def _show_agent(agent: Any) -> Any:
+    from agentlab.views.dashboard import for_agent
+
+    return for_agent(agent)
+
+
+def _show_session(session: Any) -> Any:
+    from agentlab.views.dashboard import for_session
+
+    return for_session(session)
+
+
+for _name in SESSION_FRAMES:
+    bind(f"session.{_name}_df", _frame(_name))
+for _name in AGENT_FRAMES:
+    bind(f"agent.{_name}_df", _frame(_name))
+bind("agent.show", _show_agent)
+bind("session.show", _show_session)

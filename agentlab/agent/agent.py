@@ -1,0 +1,389 @@
+"""Agents by name: one live instance per (class, name, root), each owning one DuckDB file.
+
+Subclass :class:`Agent` (optionally with ``initial_state``) and reach an agent with
+:func:`get_agent`. One agent per user means one file per user: nothing one agent stores can reach
+another agent's queries or prompts.
+
+State follows upstream's order (spec section 13): validate, persist, broadcast to every connection
+except the source, then ``on_state_changed``. A failed validation stores and broadcasts nothing;
+an error in ``on_state_changed`` goes to ``on_error`` and never rolls back.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import threading
+import warnings
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+from agentlab.agent.connection import Connection, Frame
+from agentlab.errors import AgentClassConflictError, AgentClosedError, AgentlabError, StateError, StateRejectedError
+from agentlab._hooks import Accessor
+from agentlab.agent.sql import SqlRunner
+from agentlab.store.naming import agent_path, kebab_case, resolve_root, validate_name
+from agentlab.agent.state import delete_state_row, read_state_row, to_json, write_state_row
+from agentlab.store.database import Store
+
+
+class _NotSet:
+    def __repr__(self) -> str:
+        return "NOT_SET"
+
+
+NOT_SET: Any = _NotSet()
+"""Marks "no initial state" (``None`` is a valid state)."""
+
+A = TypeVar("A", bound="Agent")
+
+# Live agents by the real path of their file: one file has one live agent (and one store) per process, whatever
+# class object reached it (a notebook cell re-run defines a new class object of the same name).
+_registry: dict[str, Agent] = {}
+_registry_lock = threading.RLock()  # re-entrant: on_start() may call get_agent()
+
+
+class Agent:
+    """A named agent with its own DuckDB file, SQL, state and connections.
+
+    Do not construct directly: use :func:`get_agent`, which guarantees one live instance per name.
+
+    Class attributes:
+        initial_state: State given to a new agent on first access (JSON). Leave unset for none.
+    """
+
+    initial_state: ClassVar[Any] = NOT_SET
+
+    def __init__(self, name: str, store: Store, *, root: Path) -> None:
+        self.name = name
+        self.root = root
+        self._store: Store | None = store
+        self.read_only = store.read_only
+        self.path = Path(store.path)
+        self.sql = SqlRunner(self)
+        # The store's own lock, not one of the agent's: the store calls back into the agent (dropping cached
+        # state after outside SQL) while holding it, so a second lock would deadlock against set_state.
+        self._lock = store.lock
+        self._state_text: str | None = None
+        self._state_loaded = False
+        self._connections: list[Connection] = []
+        store.on_outside_write(self._forget_state)  # agent.sql may have rewritten the state row
+        self._check_identity()
+        self.on_start()
+
+    # -- life cycle ---------------------------------------------------------------------------
+
+    def on_start(self) -> None:
+        """Hook run once when the agent is opened (subclasses set up sessions here)."""
+
+    @property
+    def store(self) -> Store:
+        """The agent's :class:`Store` (lower layers use it; notebooks use :attr:`sql`)."""
+        return self._store_checked()
+
+    @property
+    def closed(self) -> bool:
+        return self._store is None
+
+    @property
+    def health(self) -> Any:
+        """The file's :class:`~agentlab.store.StoreHealth`: ``ok`` is False while DuckDB cannot checkpoint it."""
+        return self._store_checked().health
+
+    def close(self) -> None:
+        """Release the DuckDB file so that another process can open it. Safe to call twice."""
+        with self._lock:
+            store, self._store = self._store, None
+            for connection in list(self._connections):
+                connection.closed = True
+            self._connections.clear()
+        if store is not None:
+            store.close()
+        with _registry_lock:
+            for key, value in list(_registry.items()):
+                if value is self:
+                    del _registry[key]
+
+    def __enter__(self: A) -> A:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        mode = " read-only" if self.read_only else ""
+        return f"<{type(self).__name__} {self.name!r}{mode}{' closed' if self.closed else ''} at {self.path}>"
+
+    def _store_checked(self) -> Store:
+        store = self._store
+        if store is None:
+            raise AgentClosedError(
+                f"Agent {self.name!r} is closed; get it again with get_agent({type(self).__name__}, {self.name!r})."
+            )
+        return store
+
+    def _check_identity(self) -> None:
+        store = self._store_checked()
+        recorded = store.scalar("SELECT value FROM agent_meta WHERE key = 'name'")
+        if recorded is None:
+            if not store.read_only:
+                with store.transaction() as conn:
+                    conn.execute(
+                        "INSERT INTO agent_meta VALUES ('name', ?), ('class', ?)",
+                        [self.name, kebab_case(type(self).__name__)],
+                    )
+        elif recorded != self.name:
+            store.close()
+            raise AgentlabError(
+                f"{self.path} belongs to the agent {recorded!r}, not {self.name!r}; refusing to mix them."
+            )
+
+    # -- state --------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> Any:
+        """The current state (a fresh copy: mutate it and call :meth:`set_state` to change it).
+
+        On first access of a new agent, ``initial_state`` is set through the full set path.
+        """
+        with self._lock:
+            self._load_state()
+            return None if self._state_text is None else json.loads(self._state_text)
+
+    @property
+    def has_state(self) -> bool:
+        """Whether state has been set (``None`` can be a set state)."""
+        with self._lock:
+            self._load_state()
+            return self._state_text is not None
+
+    def _forget_state(self) -> None:
+        with self._lock:
+            self._state_loaded = False
+            self._state_text = None
+
+    def _load_state(self) -> None:
+        if self._state_loaded:
+            return
+        store = self._store_checked()
+        text = read_state_row(store)
+        self._state_loaded = True
+        if text is not None:
+            try:
+                json.loads(text)
+                self._state_text = text
+                return
+            except ValueError:
+                self.on_error(AgentlabError(f"Stored state of {self.name!r} is not valid JSON; falling back."))
+                self._state_text = None
+                if self.initial_state is NOT_SET and not store.read_only:
+                    delete_state_row(store)
+        if self.initial_state is not NOT_SET and not store.read_only:
+            self._set_state_internal(copy.deepcopy(self.initial_state), "server")
+
+    def set_state(self, state: Any) -> None:
+        """Validate, persist and broadcast new state, then call :meth:`on_state_changed`.
+
+        Raises:
+            StateNotJSONError: ``state`` is not JSON (names the offending path); nothing changes.
+            StateRejectedError: :meth:`validate_state_change` raised; nothing changes.
+            ReadOnlyAgentError: The agent was opened read-only.
+        """
+        self._set_state_internal(state, "server")
+
+    def merge_state(self, partial: dict[str, Any]) -> Any:
+        """Shallow-merge ``partial`` into a dict state and set the result; returns it."""
+        if not isinstance(partial, dict):
+            raise TypeError(f"merge_state takes a dict, not {type(partial).__name__}.")
+        with self._lock:
+            current = self.state
+            if current is None:
+                current = {}
+            if not isinstance(current, dict):
+                raise StateError(
+                    f"merge_state needs a dict state, but the state is a {type(current).__name__}; use set_state()."
+                )
+            merged = {**current, **partial}
+            self.set_state(merged)
+            return merged
+
+    def reset_state(self) -> None:
+        """Go back to ``initial_state`` (or to no state at all when there is none)."""
+        if self.initial_state is not NOT_SET:
+            self.set_state(copy.deepcopy(self.initial_state))
+            return
+        with self._lock:
+            delete_state_row(self._store_checked())
+            self._state_text = None
+            self._state_loaded = True
+            self.broadcast({"type": "cf_agent_state", "state": None})
+
+    def _set_state_internal(self, state: Any, source: Connection | str) -> None:
+        store = self._store_checked()
+        store.require_writable()
+        text = to_json(state)  # raises StateNotJSONError naming the offending path
+        try:
+            self.validate_state_change(state, source)
+        except Exception as exc:
+            raise StateRejectedError(f"State update rejected: {exc}") from exc
+        source_id = source if isinstance(source, str) else source.id
+        with self._lock:
+            write_state_row(store, text, source_id)
+            self._state_text = text
+            self._state_loaded = True
+            # Broadcast inside the lock so every client sees changes in the order they were stored.
+            self.broadcast({"type": "cf_agent_state", "state": json.loads(text)}, exclude=source)
+        try:
+            self.on_state_changed(json.loads(text), source)
+        except Exception as exc:  # best effort, never rolls back (upstream)
+            self.on_error(exc)
+
+    def validate_state_change(self, next_state: Any, source: Connection | str) -> None:
+        """Override to reject a change by raising; ``source`` is ``"server"`` or a :class:`Connection`."""
+
+    def on_state_changed(self, state: Any, source: Connection | str) -> None:
+        """Override to react after a change is stored and broadcast."""
+
+    def on_error(self, error: BaseException) -> None:
+        """Override to handle errors from hooks and clients; the default warns."""
+        warnings.warn(f"{type(self).__name__} {self.name!r}: {type(error).__name__}: {error}", stacklevel=2)
+
+    # -- connections --------------------------------------------------------------------------
+
+    def connect(
+        self,
+        *,
+        on_state: Any = None,
+        on_message: Any = None,
+        readonly: bool = False,
+    ) -> Connection:
+        """Open a client connection: it gets the identity frame, then the state if set.
+
+        Args:
+            on_state: Called with the new state on every change made by someone else.
+            on_message: Called with every protocol frame (dicts, upstream's message shapes).
+            readonly: Refuse state changes from this client.
+        """
+        connection = Connection(self, on_state=on_state, on_message=on_message, readonly=readonly)
+        with self._lock:
+            self._store_checked()
+            self._load_state()  # first, so a lazy initial state is not sent twice to this client
+            self._connections.append(connection)
+            connection.send({"name": self.name, "agent": kebab_case(type(self).__name__), "type": "cf_agent_identity"})
+            if self.has_state:
+                connection.send({"state": self.state, "type": "cf_agent_state"})
+        return connection
+
+    @property
+    def connections(self) -> list[Connection]:
+        """The open connections."""
+        with self._lock:
+            return list(self._connections)
+
+    def broadcast(self, frame: Frame, exclude: Connection | str | None = None) -> None:
+        """Send ``frame`` to every open connection except ``exclude``."""
+        with self._lock:
+            targets = [c for c in self._connections if c is not exclude]
+        for connection in targets:
+            connection.send(frame)
+
+    def _drop_connection(self, connection: Connection) -> None:
+        with self._lock:
+            if connection in self._connections:
+                self._connections.remove(connection)
+
+    # -- notebook accessors (implemented by agentlab.frames and agentlab.views, bound by the package) --------------
+
+    show = Accessor("agent.show", "A live notebook dashboard of this agent: its state, plus its ``session`` "
+                    "attribute's context and tree if it has one.", call=True)
+    messages_df = Accessor("agent.messages_df", "Every stored message of every session, one row each (call for "
+                           "pandas, ``.arrow()`` for Arrow).")
+    branches_df = Accessor("agent.branches_df", "Every branch point of every session.")
+    compactions_df = Accessor("agent.compactions_df", "Every compaction and compaction event of every session.")
+    tool_calls_df = Accessor("agent.tool_calls_df", "Every tool call with its result, across sessions.")
+    usage_df = Accessor("agent.usage_df", "Token usage of every Messages API call.")
+
+    def export(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
+        """Write every table of this agent to Parquet files in the folder ``path``, with a manifest.
+
+        Restore it with :func:`agentlab.import_`. See :func:`agentlab.agent.portable.export`.
+        """
+        from agentlab.agent.portable import export
+
+        return export(self, path, overwrite=overwrite)
+
+
+def get_agent(
+    cls: type[A],
+    name: str,
+    *,
+    root: str | os.PathLike[str] | None = None,
+    read_only: bool = False,
+) -> A:
+    """Return the live agent ``name`` of class ``cls``, opening or creating its DuckDB file.
+
+    The same (class, name, root) gives the same instance within a process until it is closed.
+
+    Args:
+        cls: An :class:`Agent` subclass (or ``Agent`` itself).
+        name: Any Unicode name, 1 to 512 characters, without control characters.
+        root: Folder holding agents; else ``$AGENTLAB_HOME``, else ``./agentlab-data``.
+        read_only: Open without write access (works while no other process writes the file).
+
+    Raises:
+        InvalidNameError: The name is empty, too long or has control characters.
+        AgentLockedError: Another process holds the file read-write.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, Agent)):
+        raise TypeError(f"get_agent needs an Agent subclass, not {cls!r}.")
+    validate_name(name)
+    resolved = resolve_root(root)
+    path = agent_path(cls.__name__, name, resolved)
+    key = os.path.realpath(path)
+    with _registry_lock:
+        live = _registry.get(key)
+        if live is not None and not live.closed:
+            if live.read_only != read_only:
+                mode = "read-only" if live.read_only else "read-write"
+                raise AgentlabError(
+                    f"Agent {name!r} is already open {mode} in this process; close() it before reopening "
+                    f"with read_only={read_only}."
+                )
+            return _rebind(live, cls)
+        if not read_only:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        store = Store(path, read_only=read_only)
+        try:
+            agent = cls(name, store, root=resolved)
+        except BaseException:
+            store.close()
+            raise
+        _registry[key] = agent
+        return agent
+
+
+def _rebind(live: Agent, cls: type[A]) -> A:
+    """The live agent of a file, as an instance of ``cls``.
+
+    A class re-defined under the same module and name (a notebook cell run again) takes over the live agent,
+    which keeps its sessions, caches and connections; any other class is refused, since two classes whose
+    names kebab-case alike (``ChatAgent``, ``CHAT_AGENT``) would otherwise share one file unknowingly.
+    """
+    old = type(live)
+    if old is cls:
+        return live  # type: ignore[return-value]
+    if old.__module__ == cls.__module__ and old.__qualname__ == cls.__qualname__:
+        try:
+            live.__class__ = cls
+        except TypeError as exc:
+            raise AgentClassConflictError(
+                f"Agent {live.name!r} is open as the earlier {old.__qualname__} class, and the new one cannot take "
+                f"it over ({exc}); call agent.close() on the old agent, then get_agent() again."
+            ) from None
+        return live  # type: ignore[return-value]
+    raise AgentClassConflictError(
+        f"{live.path} is already open in this process as {old.__module__}.{old.__qualname__} {live.name!r}; "
+        f"{cls.__module__}.{cls.__qualname__} maps to the same file (both are {kebab_case(cls.__name__)!r}). "
+        "Use one of the two classes, or close() the open agent first."
+    )

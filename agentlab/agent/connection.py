@@ -1,0 +1,108 @@
+"""Connections: the client side of an agent (widgets, terminals, later remote clients).
+
+A :class:`Connection` receives the agent's protocol frames (upstream's WebSocket messages, as
+dicts) and can change state through the same path as the server, with itself as the source.
+
+Frames sent to a connection, in upstream's order on connect:
+``{"type": "cf_agent_identity", "name", "agent"}``, then ``{"type": "cf_agent_state", "state"}``
+if state is set. Later: ``cf_agent_state`` on every change made by someone else (never echoed to
+the connection that made it), ``cf_agent_session`` / ``cf_agent_session_error`` from sessions.
+
+Invariant: a client callback that raises never breaks the write that triggered it; the error goes
+to the agent's ``on_error``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from agentlab.errors import ConnectionClosedError, ReadonlyConnectionError, StateError
+
+if TYPE_CHECKING:
+    from agentlab.agent.agent import Agent
+
+Frame = dict[str, Any]
+
+
+class Connection:
+    """One client of an agent. Create with :meth:`Agent.connect`."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        *,
+        on_state: Callable[[Any], None] | None = None,
+        on_message: Callable[[Frame], None] | None = None,
+        readonly: bool = False,
+    ) -> None:
+        self.id = uuid.uuid4().hex
+        self.agent = agent
+        self.readonly = readonly
+        self.on_state = on_state
+        self.on_message = on_message
+        self.closed = False
+        self.received: int = 0
+
+    def __repr__(self) -> str:
+        flags = " readonly" if self.readonly else ""
+        return f"<Connection {self.id[:8]} to {self.agent.name!r}{flags}{' closed' if self.closed else ''}>"
+
+    # -- server -> client ----------------------------------------------------------------------
+
+    def send(self, frame: Frame) -> None:
+        """Deliver a frame to this client's callbacks (called by the agent)."""
+        if self.closed:
+            return
+        self.received += 1
+        try:
+            if frame.get("type") == "cf_agent_state" and self.on_state is not None:
+                self.on_state(frame["state"])
+            if self.on_message is not None:
+                self.on_message(frame)
+        except Exception as exc:  # a broken client must not break the writer
+            self.agent.on_error(exc)
+
+    # -- client -> server ----------------------------------------------------------------------
+
+    def set_state(self, state: Any) -> None:
+        """Change the agent's state with this connection as the source.
+
+        Raises:
+            ReadonlyConnectionError: The connection is readonly (nothing changes).
+            StateRejectedError, StateNotJSONError: As :meth:`Agent.set_state`.
+        """
+        self._check_open()
+        if self.readonly:
+            raise ReadonlyConnectionError()
+        self.agent._set_state_internal(state, self)
+
+    def receive(self, frame: Frame) -> None:
+        """Handle a protocol frame from the client, as a WebSocket server would.
+
+        ``{"type": "cf_agent_state", "state": ...}`` changes state; a refusal is answered with
+        ``{"type": "cf_agent_state_error", "error": "Connection is readonly" | "State update
+        rejected"}`` (the detailed reason goes to the agent's ``on_error`` only, as upstream).
+        """
+        self._check_open()
+        if frame.get("type") != "cf_agent_state" or "state" not in frame:
+            return
+        if self.readonly:
+            self.send({"type": "cf_agent_state_error", "error": "Connection is readonly"})
+            return
+        try:
+            self.agent._set_state_internal(frame["state"], self)
+        except StateError as exc:
+            self.agent.on_error(exc)
+            self.send({"type": "cf_agent_state_error", "error": "State update rejected"})
+
+    def close(self) -> None:
+        """Stop receiving frames. Safe to call twice."""
+        if not self.closed:
+            self.closed = True
+            self.agent._drop_connection(self)
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ConnectionClosedError("This connection is closed; open a new one with agent.connect().")

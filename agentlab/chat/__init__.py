@@ -1,0 +1,20 @@
+"""The chat layer: ChatAgent runs Claude turns (the ``anthropic`` SDK) over a session, with tools, prompt caching,
+usage per call, summarizers for compaction, an offline stand-in for the API and a terminal chat."""
+
+from agentlab.chat.agent import ChatAgent, Tool, ToolCall, Turn
+from agentlab.chat.offline import OfflineClaude
+from agentlab.chat.settings import ChatSettings
+from agentlab.chat.summarizers import ClaudeSummarizer, ExtractiveSummarizer
+from agentlab.chat.usage import Usage
+
+__all__ = [
+    "ChatAgent",
+    "ChatSettings",
+    "ClaudeSummarizer",
+    "ExtractiveSummarizer",
+    "OfflineClaude",
+    "Tool",
+    "ToolCall",
+    "Turn",
+    "Usage",
+]

@@ -1,0 +1,37 @@
+"""The context layer: labelled blocks rendered into the system prompt, their providers, and the tools that let
+the model read and write them. Token estimates (upstream's heuristic) live here too."""
+
+from agentlab.context.blocks import ContextBlocks, ContextConfig
+from agentlab.context.prompt import ContextBlock, render_prompt
+from agentlab.context.providers import (
+    AgentContextProvider,
+    AgentSkillProvider,
+    FolderSkillProvider,
+    FullTextSearchProvider,
+    HybridSearchProvider,
+    ReadonlyProvider,
+    SearchProvider,
+    SkillProvider,
+    VectorSearchProvider,
+    WritableProvider,
+)
+from agentlab.context.tokens import estimate_message_tokens, estimate_string_tokens
+
+__all__ = [
+    "AgentContextProvider",
+    "AgentSkillProvider",
+    "ContextBlock",
+    "ContextBlocks",
+    "ContextConfig",
+    "FolderSkillProvider",
+    "FullTextSearchProvider",
+    "HybridSearchProvider",
+    "ReadonlyProvider",
+    "SearchProvider",
+    "SkillProvider",
+    "VectorSearchProvider",
+    "WritableProvider",
+    "estimate_message_tokens",
+    "estimate_string_tokens",
+    "render_prompt",
+]

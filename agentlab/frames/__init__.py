@@ -1,0 +1,21 @@
+"""Frames: every part of an agent's memory as DataFrames or Arrow tables, plots, and many agents in one SQL.
+
+Reads through the public APIs of the layers below; never writes.
+"""
+
+from agentlab.frames import plot
+from agentlab.frames.frames import blocks, branches, compactions, messages, tokens, tool_calls, usage
+from agentlab.frames.multi import MultiAgent, open_many
+
+__all__ = [
+    "MultiAgent",
+    "blocks",
+    "branches",
+    "compactions",
+    "messages",
+    "open_many",
+    "plot",
+    "tokens",
+    "tool_calls",
+    "usage",
+]

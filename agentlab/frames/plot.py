@@ -1,0 +1,128 @@
+"""Plots for notebooks: matplotlib figures of evaluation results (and, later, session statistics).
+
+Every function imports matplotlib when called, so ``import agentlab`` stays fast, and returns the
+``matplotlib.figure.Figure`` it drew without calling ``plt.show()``: a notebook displays it, a
+script saves it with ``fig.savefig(path)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from agentlab.eval.runner import Results
+
+__all__ = ["recall_at_k"]
+
+
+def recall_at_k(
+    results: Results,
+    *,
+    metric: str = "recall",
+    by_category: bool = True,
+    strategies: Sequence[str] | None = None,
+    ax: Any = None,
+) -> Figure:
+    """Compare strategies: one line per strategy of ``metric@k`` against k, with 95% intervals.
+
+    Args:
+        results: what :func:`agentlab.eval.runner.run` returned.
+        metric: ``"recall"``, ``"hit"``, ``"all"`` or ``"ndcg"``.
+        by_category: one panel per category plus ``"overall"``; otherwise the overall panel only.
+        strategies: which strategies to draw, in this order (default all, in run order).
+        ax: draw the overall panel into this Axes instead of a new figure (forces ``by_category=False``).
+
+    Returns:
+        The figure.
+
+    Raises:
+        ValueError: the results hold no ``metric@k`` column.
+    """
+    import matplotlib.pyplot as plt
+
+    summary = results.summary
+    prefix = f"{metric}@"
+    rows = summary[summary["metric"].astype(str).str.startswith(prefix)]
+    if rows.empty:
+        raise ValueError(f"No {prefix}k metric in these results; use one of recall, hit, all, ndcg.")
+    names = list(strategies) if strategies is not None else list(dict.fromkeys(rows["strategy"]))
+    groups = list(dict.fromkeys(rows["category"])) if by_category and ax is None else ["overall"]
+    if ax is None:
+        fig, axes = plt.subplots(1, len(groups), figsize=(3.2 * len(groups) + 0.8, 3.4), sharey=True,
+                                 squeeze=False)
+        axes = list(axes[0])
+    else:
+        fig, axes = ax.figure, [ax]
+    for panel, group in zip(axes, groups):
+        part = rows[rows["category"] == group]
+        for name in names:
+            line = part[part["strategy"] == name].copy()
+            if line.empty:
+                continue
+            line["k"] = line["metric"].str.slice(len(prefix)).astype(int)
+            line = line.sort_values("k")
+            drawn = panel.plot(line["k"], line["mean"], marker="o", label=name)
+            panel.fill_between(line["k"], line["ci_low"], line["ci_high"], alpha=0.15, color=drawn[0].get_color())
+        n = int(part["n"].iloc[0]) if len(part) else 0
+        panel.set_title(f"{group} (n={n})" if group == "overall" else f"category {group} (n={n})", fontsize=10)
+        panel.set_xlabel("k")
+        panel.set_ylim(0, 1)
+        panel.grid(alpha=0.3)
+    axes[0].set_ylabel(f"{metric}@k")
+    axes[-1].legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
+# --- session statistics (issue 7, agentlab/frames.py) -------------------------------------------------
+
+
+def tokens(session: Any, *, threshold: int | None = None, prompt_tokens: int | None = None, ax: Any = None) -> Figure:
+    """The compaction saw-tooth: a session's token estimate after every append, with compaction markers.
+
+    One line of :func:`agentlab.frames.tokens` (the session's ``tokens_df()``): the estimate climbs with each
+    append and drops at each compaction (a triangle marks it); the dashed line is the threshold that triggers
+    automatic compaction.
+
+    Args:
+        session: A :class:`~agentlab.session.Session`.
+        threshold: Threshold to draw (default: the session's ``token_threshold``; none is drawn if unset).
+        prompt_tokens: System-prompt tokens added to every point (default: the current prompt's estimate).
+        ax: Draw into this Axes instead of a new figure.
+
+    Returns:
+        The figure.
+    """
+    import matplotlib.pyplot as plt
+
+    from agentlab.frames.frames import tokens as tokens_table
+
+    df = tokens_table(session, threshold=threshold, prompt_tokens=prompt_tokens).to_pandas()
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(8, 3.6))
+    else:
+        fig = ax.figure
+    ax.plot(df["appends"], df["tokens"], lw=1.3, color="C0", label="estimated tokens")
+    drops = df[df["kind"] == "compaction"]
+    if len(drops):
+        ax.scatter(drops["appends"], drops["tokens"], marker="v", s=36, color="C3", zorder=3,
+                   label=f"compaction ({len(drops)})")
+    limit = df["threshold"].dropna()
+    if len(limit):
+        ax.axhline(float(limit.iloc[0]), ls="--", lw=1, color="0.4", label=f"threshold ({limit.iloc[0]:g})")
+    ax.set_xlabel("messages appended")
+    ax.set_ylabel("estimated tokens")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    if len(df):
+        ax.legend(fontsize=8, loc="upper left")
+    else:
+        ax.set_title("no messages yet", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+__all__ += ["tokens"]

@@ -1,0 +1,29 @@
+"""The search layer: FTS5-compatible tokens, BM25 postings and ranking, durable vectors under FAISS, embedders.
+
+Built on the store only; the context layer's search providers and the evaluation harness both use it.
+"""
+
+from agentlab.search.bm25 import BM25Corpus, BM25Params
+from agentlab.search.embedders import Embedder, HashEmbedder, MiniLMEmbedder
+from agentlab.search.fulltext import FullTextIndex, Hit, MessageIndex
+from agentlab.search.tokenizer import get_tokenizer, porter_stem, tokenize
+from agentlab.search.vectors import VectorEntry, VectorHit, VectorStore, content_hash, drop_namespace
+
+__all__ = [
+    "BM25Corpus",
+    "BM25Params",
+    "Embedder",
+    "FullTextIndex",
+    "HashEmbedder",
+    "Hit",
+    "MessageIndex",
+    "MiniLMEmbedder",
+    "VectorEntry",
+    "VectorHit",
+    "VectorStore",
+    "content_hash",
+    "drop_namespace",
+    "get_tokenizer",
+    "porter_stem",
+    "tokenize",
+]

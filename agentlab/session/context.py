@@ -1,0 +1,185 @@
+"""The context of one session: its block configuration, its :class:`~agentlab.context.blocks.ContextBlocks`, and
+what ties the blocks to the conversation.
+
+A session holds one :class:`SessionContext`; ``session.with_context(...)`` and the other context methods forward to
+it and to its blocks. Blocks may be configured in any order before the blocks are first used: the
+:class:`ContextBlocks` is created on first use.
+
+Invariants:
+
+* A block with no provider is stored in the agent under ``(session id, label)``, and ``with_cached_prompt()``
+  stores the prompt under ``(session id, "_system_prompt")``, so no two sessions share a stored block.
+* After a compaction or ``clear_messages()`` the frozen prompt is refreshed, and the loaded-skill set is rebuilt
+  from what the model can still see.
+* ``unload_context`` replaces the loaded text in history by a marker; the text itself is archived in
+  ``context_unloaded`` and stays readable through :meth:`SessionContext.unloaded_skill_text`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from agentlab.context.blocks import ContextBlocks, ContextConfig
+from agentlab.context.prompt import ContextBlock
+from agentlab.context.providers import AgentContextProvider, SkillProvider
+from agentlab.context.tools import _context_calls, _is_loaded_text, _result_text, scan_loaded_skills
+from agentlab.errors import ContextError
+
+if TYPE_CHECKING:
+    from agentlab.session.session import Session
+
+__all__ = ["SessionContext"]
+
+
+class SessionContext:
+    """The context blocks of one session, created on first use, and their wiring into the session.
+
+    Attributes:
+        configs: Blocks configured before the :class:`ContextBlocks` existed, in order.
+        cached_prompt: Whether the frozen prompt is kept across restarts.
+    """
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.configs: list[ContextConfig] = []
+        self.cached_prompt = False
+        self.prompt_store: Any = None
+        self.wired = False
+        self._blocks: ContextBlocks | None = None
+
+    # -- builder -------------------------------------------------------------------------------------------------
+
+    def add(self, label: str, provider: Any = None, description: str | None = None,
+            max_tokens: int | None = None) -> None:
+        """Add a context block (the session's ``with_context`` builder).
+
+        Args:
+            label: The block's name.
+            provider: Any provider (:mod:`agentlab.context.providers`); None stores a writable block in the agent.
+            description: Shown in the prompt header and the ``set_context`` description.
+            max_tokens: Budget enforced on writes.
+
+        Raises:
+            ContextError: ``Block "x" already exists``.
+        """
+        if self._blocks is not None:
+            self._blocks.add_context(label, provider, description=description, max_tokens=max_tokens)
+        else:
+            config = ContextConfig(label, description, max_tokens, provider)
+            if any(c.label == label for c in self.configs):
+                raise ContextError(f'Block "{label}" already exists')
+            self.configs.append(config)
+        self.wire()
+
+    def cache_prompt(self, store: Any = None) -> None:
+        """Keep the frozen prompt across restarts, in ``store`` or in the agent (the ``with_cached_prompt`` builder)."""
+        self.cached_prompt = True
+        self.prompt_store = store
+        if self._blocks is not None:
+            self._blocks.prompt_store = self._prompt_store()
+        self.wire()
+
+    def _owner(self) -> Any:
+        session = self.session
+        return session.agent if session.agent is not None else session.store
+
+    def _provider(self, label: str) -> AgentContextProvider:
+        return AgentContextProvider(self._owner(), label, session_id=self.session.session_id)
+
+    def _prompt_store(self) -> Any:
+        if not self.cached_prompt:
+            return None
+        if self.prompt_store is not None:
+            return self.prompt_store
+        return self._provider("_system_prompt")
+
+    def wire(self) -> None:
+        """Count the blocks in the session's token estimate and refresh the prompt after compaction (once)."""
+        if self.wired:
+            return
+        self.wired = True
+        session = self.session
+        session.system_prompt_provider = lambda: self.blocks.prompt_for_estimate()
+
+        def loaded_blocks() -> list[ContextBlock]:
+            if not self.blocks.loaded:
+                self.blocks.load()
+            return self.blocks.get_context_blocks()
+
+        session.context_blocks_provider = loaded_blocks
+        session.on_compacted(self._after_compaction)
+
+    @property
+    def created(self) -> bool:
+        """Whether the :class:`ContextBlocks` exist yet (reads that must not load check this)."""
+        return self._blocks is not None
+
+    @property
+    def blocks(self) -> ContextBlocks:
+        """The session's :class:`ContextBlocks` (created on first use)."""
+        if self._blocks is None:
+            blocks = ContextBlocks(
+                self.configs,
+                self._prompt_store(),
+                default_provider=self._provider,
+                on_unload=self._unloaded,
+                on_error=self.session._report,
+                lock=self.session.store.lock,
+            )
+            self._blocks = blocks
+            if any(isinstance(c.provider, SkillProvider) for c in self.configs):
+                try:
+                    blocks.restore_loaded_skills(scan_loaded_skills(self.session.get_history()))
+                except Exception as exc:
+                    self.session._report(exc)
+        return self._blocks
+
+    def _after_compaction(self, event: Mapping[str, Any]) -> None:
+        blocks = self.blocks
+        if event.get("type") == "cleared":
+            blocks.restore_loaded_skills([])
+        else:
+            # Loaded texts hidden by the summary are no longer in the model's view: forget them.
+            blocks.restore_loaded_skills(scan_loaded_skills(self.session.get_history()))
+        blocks.refresh_system_prompt()
+
+    def _unloaded(self, label: str, key: str) -> None:
+        """Replace the newest loaded text of ``label:key`` in history by the marker, archiving the text first."""
+        try:
+            history = self.session.get_history()
+            calls = [c for c in _context_calls(history)
+                     if c.name == "load_context" and c.label == label and c.key == key and _is_loaded_text(c)]
+            if not calls:
+                return
+            call = calls[-1]
+            message = history[call.message_index]
+            parts = list(message["parts"])
+            part = parts[call.part_index]
+            parts[call.part_index] = {**part, call.field: f"[skill unloaded: {key}]"}
+            tool_use_id = part.get("tool_use_id", part.get("toolCallId", f"{message['id']}#{call.part_index}"))
+            store = self.session.store
+            with store.transaction():
+                store.execute(
+                    """
+                    INSERT INTO context_unloaded (session_id, message_id, tool_use_id, label, key, content)
+                    VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
+                    """,
+                    [self.session.session_id, message["id"], str(tool_use_id), label, key,
+                     json.dumps(part.get(call.field), ensure_ascii=False)],
+                )
+                self.session.update_message({**message, "parts": parts})
+        except Exception as exc:  # upstream: fire and forget; the skill is unloaded either way
+            self.session._report(exc)
+
+    def unloaded_skill_text(self, label: str, key: str) -> str | None:
+        """The text that ``unload_context`` last removed from this conversation for ``label:key``, or None."""
+        rows = self.session.store.execute(
+            """
+            SELECT content FROM context_unloaded WHERE session_id = ? AND label = ? AND key = ?
+            ORDER BY unloaded_at DESC LIMIT 1
+            """,
+            [self.session.session_id, label, key],
+        ).fetchall()
+        return _result_text(json.loads(rows[0][0])) if rows else None

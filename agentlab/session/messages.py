@@ -1,0 +1,235 @@
+"""Messages as values: validation, the stored JSON form, the searchable text, and small result types.
+
+A message is ``{"id": str, "role": str, "parts": [dict, ...], "created_at": str}``; parts are Anthropic content
+blocks (or upstream AI-SDK parts) and are never interpreted here beyond their ``text``.
+
+Invariants:
+
+* :func:`prepare_message` never changes the caller's dict; what it returns is what will be stored.
+* The stored form is compact JSON with non-ASCII kept, and a read returns ``json.loads`` of exactly that
+  text: a message round-trips byte for byte after JSON (thinking blocks keep their signatures).
+* A stored row counts as a message only if it parses to a dict with a string ``id``, a string ``role`` and a
+  list ``parts`` (spec 1); other rows are skipped on every read.
+"""
+
+from __future__ import annotations
+
+import json
+import json.encoder
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, NamedTuple
+
+from agentlab.errors import InvalidMessageError
+
+__all__ = ["DEFAULT_MAX_DEPTH", "MAX_MESSAGE_NESTING", "UNSET", "Appended", "RecentHistory", "RowStat", "keep_messages",
+           "message_text", "now_iso", "parse_rows", "prepare_message", "prepare_placed"]
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Any = _Unset()
+"""Marks an omitted ``parent_id``: append after the latest leaf (``None`` means "a new root")."""
+
+DEFAULT_MAX_DEPTH = 100_000
+"""Longest path a history read walks (upstream caps its CTE at 10,000). A longer path is cut on the root
+side: the newest ``max_depth`` messages are returned."""
+
+MAX_MESSAGE_NESTING = 128
+"""Most levels of objects and arrays in one message's JSON; the message object is level 1, ``parts`` level 2, a
+part level 3, so a tool input or result may nest 125 levels.
+
+Every write refuses a deeper message, because the readers recurse: token estimates and tool-output truncation
+(``js_stringify``, ``copy.deepcopy``) spend up to about four Python frames per level, so with Python's limit of
+1,000 frames they fail at about 250 levels even when called from an empty stack, and ``json.loads`` at about 990.
+At 128 levels the deepest reader still leaves about 480 frames to its caller (a notebook cell, a widget
+handler, a chat turn). Real messages stay far below: Anthropic content blocks add three or four levels to
+whatever a tool takes or returns, and common JSON parsers stop at 64 (.NET's System.Text.Json), 100 (Ruby) or
+128 levels (Rust's serde_json) by default."""
+
+
+class Appended(NamedTuple):
+    """What an append did: the row's id, parent and seq; ``duplicate`` if the id existed (nothing stored).
+
+    A named tuple, not a dataclass: a bulk import makes one per message, and tuples are several times cheaper.
+    """
+
+    id: str
+    parent_id: str | None
+    seq: int
+    duplicate: bool = False
+
+
+@dataclass(frozen=True)
+class RowStat:
+    """One row on a path, without its content: id, role and the UTF-8 size of the stored JSON."""
+
+    id: str
+    role: str
+    bytes: int
+
+
+# --- messages as values ----------------------------------------------------------------------------
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _not_json(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def _make_encoder() -> Callable[[Any], str]:
+    # Same output as json.dumps(..., ensure_ascii=False, separators=(",", ":"), allow_nan=False), but the C
+    # encoder is built once instead of per call (about 2x faster on a bulk import). Without circular-reference
+    # markers a cycle ends in RecursionError, which prepare_message reports like any other non-JSON value.
+    c_make = json.encoder.c_make_encoder
+    if c_make is None:  # pragma: no cover - CPython always has the C accelerator
+        return json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+    encode = c_make(None, _not_json, json.encoder.encode_basestring, None, ":", ",", False, False, False)
+    return lambda value: "".join(encode(value, 0))
+
+
+_encode = _make_encoder()
+
+
+def _bad_parts(mid: str, value: Any) -> None:
+    raise InvalidMessageError(
+        f"Message {mid!r} needs 'parts' as a list of dicts (content blocks such as {{'type': 'text', 'text': ...}}); "
+        f"got {type(value).__name__}.")
+
+
+def prepare_message(message: Any, *, stamp: str | None = None) -> tuple[dict[str, Any], str]:
+    """Validate a message and return ``(copy, compact JSON)``; the caller's dict is never changed.
+
+    Args:
+        message: ``{"id": str, "role": str, "parts": [dict, ...], "created_at"?: str}``; other keys are kept.
+        stamp: ``created_at`` to use when the message has none (default: now, ISO 8601 UTC).
+
+    Returns:
+        The message with ``created_at`` filled in, and its JSON text as it will be stored.
+
+    Raises:
+        InvalidMessageError: No non-empty string id, no non-empty string role, parts not a list of dicts,
+            something that is not JSON (sets, bytes, NaN, lone surrogates...), or JSON nested more than
+            :data:`MAX_MESSAGE_NESTING` levels.
+    """
+    copy, text, _ = _prepare(message, stamp, False)
+    return copy, text
+
+
+def prepare_placed(message: Any, *, stamp: str | None = None) -> tuple[dict[str, Any], str, Any]:
+    """:func:`prepare_message` for bulk imports: a ``"parent_id"`` key is taken out of the copy and returned.
+
+    Returns:
+        ``(copy, compact JSON, parent)``; ``parent`` is the removed ``"parent_id"`` value, or :data:`UNSET`.
+    """
+    return _prepare(message, stamp, True)
+
+
+def _prepare(message: Any, stamp: str | None, placement: bool) -> tuple[dict[str, Any], str, Any]:
+    # Exact-type checks first: this runs once per message on bulk imports, and ABC checks are slow.
+    if type(message) is not dict and not isinstance(message, Mapping):
+        raise InvalidMessageError(
+            f"A message is a dict with 'id', 'role' and 'parts', not a {type(message).__name__}.")
+    mid = message.get("id")
+    if not isinstance(mid, str) or not mid:
+        raise InvalidMessageError(f"A message needs a non-empty string 'id'; got {mid!r}.")
+    role = message.get("role")
+    if not isinstance(role, str) or not role:
+        raise InvalidMessageError(f"Message {mid!r} needs a non-empty string 'role' (e.g. 'user'); got {role!r}.")
+    parts = message.get("parts")
+    if type(parts) is not list:
+        _bad_parts(mid, parts)
+    for part in parts:
+        if type(part) is not dict and not isinstance(part, Mapping):
+            _bad_parts(mid, part)
+    copy = dict(message)
+    placed = copy.pop("parent_id", UNSET) if placement else UNSET
+    created = copy.get("created_at")
+    if created is None:
+        copy["created_at"] = stamp or now_iso()
+    elif isinstance(created, datetime):
+        copy["created_at"] = created.isoformat()
+    elif not isinstance(created, str):
+        raise InvalidMessageError(f"Message {mid!r}: 'created_at' must be an ISO string or a datetime.")
+    try:
+        text = _encode(copy)
+        if not text.isascii():
+            text.encode("utf-8")  # lone surrogates cannot be stored
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InvalidMessageError(
+            f"Message {mid!r} is not JSON ({exc}); parts may hold only dicts, lists, str, finite numbers, "
+            "bool and None.") from None
+    # Nesting needs as many "{" or "[" in the text as levels (brackets inside strings only add to the count), so
+    # the exact walk runs only for the rare message with more brackets than the limit.
+    if text.count("{") + text.count("[") > MAX_MESSAGE_NESTING and _nests_deeper(copy, MAX_MESSAGE_NESTING):
+        raise InvalidMessageError(
+            f"Message {mid!r} nests objects and arrays more than {MAX_MESSAGE_NESTING} levels deep (the message "
+            f"is level 1, parts level 2); readers cannot walk deeper JSON. Flatten the deep value, or store it "
+            "as a JSON string inside a part.")
+    return copy, text, placed
+
+
+def _nests_deeper(value: Any, limit: int) -> bool:
+    """Whether ``value`` (already encoded as JSON, so made of dicts, lists and tuples) nests more than ``limit``."""
+    stack = [(value, 1)]
+    while stack:
+        node, level = stack.pop()
+        if level > limit:
+            return True
+        for child in (node.values() if isinstance(node, dict) else node):
+            if isinstance(child, (dict, list, tuple)):
+                stack.append((child, level + 1))
+    return False
+
+
+def message_text(message: Mapping[str, Any]) -> str:
+    """The searchable text of a message: its ``text`` parts joined by a space (spec 4)."""
+    texts = [p["text"] for p in message.get("parts") or ()
+             if (type(p) is dict or isinstance(p, Mapping)) and p.get("type") == "text" and isinstance(p.get("text"), str)]
+    return texts[0] if len(texts) == 1 else " ".join(texts)
+
+
+def keep_messages(values: list[Any]) -> list[dict[str, Any]]:
+    """The values that are messages: dicts with a string ``id``, a string ``role`` and a list ``parts``."""
+    return [m for m in values if type(m) is dict and type(m.get("id")) is str  # noqa: E721 (exact types: fast)
+            and type(m.get("role")) is str and type(m.get("parts")) is list]
+
+
+def parse_rows(contents: list[str]) -> list[dict[str, Any]]:
+    """Parse stored contents, skipping rows that do not parse or are not messages (spec 1)."""
+    if not contents:
+        return []
+    try:  # one parse of a joined array is about 3x faster than one parse per row
+        parsed = json.loads("[" + ",".join(contents) + "]")
+        if len(parsed) != len(contents):
+            raise ValueError("a row held more than one value")
+    except ValueError:
+        parsed = []
+        for text in contents:
+            try:
+                parsed.append(json.loads(text))
+            except ValueError:
+                continue
+    return keep_messages(parsed)
+
+
+@dataclass(frozen=True)
+class RecentHistory:
+    """A byte-bounded window of the newest messages of a path (spec 3, ``getRecentHistory``).
+
+    Attributes:
+        messages: The window, root side first, overlays applied inside it.
+        truncated: True if older messages of the path were left out.
+        total_content_bytes: UTF-8 bytes of every stored row on the whole path.
+    """
+
+    messages: list[dict[str, Any]]
+    truncated: bool
+    total_content_bytes: int

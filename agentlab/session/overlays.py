@@ -1,0 +1,131 @@
+"""Stored compaction overlays and compaction events (spec 6.1), as rows and small records.
+
+An overlay says "read the messages ``from_message_id .. to_message_id`` of a path as this summary"; it is applied
+on every read by :func:`agentlab.session.compactor.apply_compactions` and never changes the messages themselves. Each
+row also records what the compaction did (range size, token estimates before and after, trigger, leaf), for
+exports and widgets. A compaction *event* records a run that stored nothing: the summarize function raised
+(``"error"``) or there was nothing to compact (``"noop"``).
+
+Invariants: rows are only ever inserted (a session clear deletes them with its messages); their order is
+``seq`` order, which is the order in which "newest overlay wins" is decided.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+from agentlab.store.clock import clock_of
+from agentlab.store.database import Store
+
+__all__ = ["CompactionRecord", "insert_compaction", "load_compactions", "load_events", "record_event"]
+
+_COLUMNS = ("seq, id, session_id, summary, from_message_id, to_message_id, leaf_id, messages_covered, "
+            "tokens_before, tokens_after, trigger, created_at")
+
+_INSERT = f"""
+INSERT INTO compactions ({_COLUMNS})
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now())
+RETURNING {_COLUMNS}
+"""
+
+
+@dataclass(frozen=True)
+class CompactionRecord:
+    """One stored overlay.
+
+    Attributes:
+        seq: Position in the agent-wide write order (newest overlay wins by seq).
+        id: Random id; the overlay message reads back as ``"compaction_" + id``.
+        session_id: The session that owns the overlay.
+        summary: The text that replaces the range.
+        from_message_id: First message replaced.
+        to_message_id: Last message replaced (must be on the path being read for the overlay to apply).
+        leaf_id: The leaf whose path was compacted, if known.
+        messages_covered: Stored messages in the range on that path, if known.
+        tokens_before: Session estimate before the compaction, if known.
+        tokens_after: Session estimate right after it, if known.
+        trigger: ``"manual"`` or ``"automatic"``.
+        created_at: When it was stored (UTC).
+    """
+
+    seq: int
+    id: str
+    session_id: str
+    summary: str
+    from_message_id: str
+    to_message_id: str
+    leaf_id: str | None
+    messages_covered: int | None
+    tokens_before: int | None
+    tokens_after: int | None
+    trigger: str
+    created_at: datetime
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as a plain dict (``created_at`` as an ISO string), e.g. for events and JSON."""
+        data = asdict(self)
+        data["created_at"] = self.created_at.isoformat()
+        return data
+
+
+def load_compactions(store: Store) -> list[CompactionRecord]:
+    """Every stored overlay of every session, oldest first (by seq)."""
+    rows = store.execute(f"SELECT {_COLUMNS} FROM compactions ORDER BY seq").fetchall()
+    return [CompactionRecord(*row) for row in rows]
+
+
+def insert_compaction(
+    store: Store,
+    conn: Any,
+    session_id: str,
+    summary: str,
+    from_message_id: str,
+    to_message_id: str,
+    *,
+    leaf_id: str | None = None,
+    messages_covered: int | None = None,
+    tokens_before: int | None = None,
+    tokens_after: int | None = None,
+    trigger: str = "manual",
+) -> CompactionRecord:
+    """Insert one overlay row through ``conn`` (inside the caller's transaction on ``store``) and return it."""
+    row = conn.execute(_INSERT, [clock_of(store).take(), uuid.uuid4().hex, session_id, summary, from_message_id,
+                                 to_message_id, leaf_id, messages_covered, tokens_before, tokens_after,
+                                 trigger]).fetchall()[0]
+    return CompactionRecord(*row)
+
+
+def record_event(
+    store: Store,
+    session_id: str,
+    kind: str,
+    *,
+    trigger: str,
+    leaf_id: str | None = None,
+    tokens_before: int | None = None,
+    error: BaseException | None = None,
+) -> None:
+    """Store a compaction run that changed nothing: ``kind`` is ``"error"`` or ``"noop"``."""
+    with store.transaction() as conn:
+        conn.execute(
+            """
+            INSERT INTO compaction_events (seq, session_id, kind, trigger, leaf_id, tokens_before, error_type, error)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+            """,
+            [clock_of(store).take(), session_id, kind, trigger, leaf_id, tokens_before,
+             type(error).__name__ if error is not None else None, str(error) if error is not None else None],
+        ).fetchall()
+
+
+def load_events(store: Store, session_id: str) -> list[dict[str, Any]]:
+    """The compaction events of one session, oldest first."""
+    return store.rows(
+        """
+        SELECT seq, kind, trigger, leaf_id, tokens_before, error_type, error, created_at
+        FROM compaction_events WHERE session_id = ? ORDER BY seq
+        """,
+        [session_id],
+    )

@@ -1,0 +1,148 @@
+"""Search over messages: which messages a session may find, on top of the agent's full-text index.
+
+The index itself (BM25, ``porter unicode61`` tokens, phrase/all/any modes) is
+:class:`agentlab.search.fulltext.FullTextIndex`, namespace ``"messages"``, one group per session, kept current by
+:class:`agentlab.session.tree.MessageTree` in the same transaction as every write. This module scopes a query:
+
+* a session searches its own rows on every branch, plus, for a fork, the shared path up to its fork point;
+* ``branch=<leaf id>`` keeps only messages on the path to that leaf;
+* ``all_sessions=True`` searches every session of the agent (upstream ``SessionManager.search``);
+* ``role=`` keeps one role.
+
+Invariants: a blank query returns ``[]`` and never reaches the index; query text is never parsed as FTS syntax;
+every hit names a message that exists when the hits are returned (the index and the rows change together).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from agentlab.errors import InvalidSearchError
+from agentlab.session.messages import message_text
+
+if TYPE_CHECKING:
+    from agentlab.session.session import Session
+    from agentlab.session.tree import MessageTree
+
+__all__ = ["MODES", "SearchHit", "search_session", "search_tree"]
+
+MODES = ("phrase", "all", "any")
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One message found by a search.
+
+    Attributes:
+        id: The message id.
+        role: Its role.
+        text: Its searchable text (text parts joined by a space).
+        snippet: A short excerpt around the match.
+        score: BM25 relevance, higher is better (comparable within one search only).
+        on_current_branch: Whether it is on the path to its session's latest leaf.
+        session_id: The session storing it.
+        created_at: The message's own ``created_at``.
+    """
+
+    id: str
+    role: str
+    text: str
+    snippet: str
+    score: float
+    on_current_branch: bool
+    session_id: str
+    created_at: str | None = None
+
+
+def _check(query: Any, mode: str, limit: Any) -> bool:
+    if mode not in MODES:
+        raise InvalidSearchError(f"mode must be one of {MODES}, not {mode!r}.")
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
+        raise InvalidSearchError(f"limit must be a non-negative int, not {limit!r}.")
+    if query is None:
+        return False
+    if not isinstance(query, str):
+        raise TypeError(f"A search query is a str, not {type(query).__name__}.")
+    return bool(query.strip()) and limit > 0
+
+
+def _collect(fetch: Callable[[int], Sequence[Any]], accept: Callable[[Any], bool], limit: int) -> list[Any]:
+    # Filters the index cannot apply (role, existence) are applied here, fetching more until enough pass.
+    want = limit
+    while True:
+        hits = fetch(want)
+        kept = [h for h in hits if accept(h)]
+        if len(kept) >= limit or len(hits) < want:
+            return kept[:limit]
+        want *= 4
+
+
+def search_tree(tree: MessageTree, session_id: str | None, query: str, *, mode: str = "phrase", limit: int = 20,
+                role: str | None = None, branch: str | None = None, max_depth: int | None = None) -> list[SearchHit]:
+    """Search the messages of ``tree``: of one session (``session_id``) or of all (``None``).
+
+    See :meth:`agentlab.session.Session.search` for the arguments.
+    """
+    if not _check(query, mode, limit):
+        return []
+    fts = tree.fts
+    store = tree.store
+    with store.lock:
+        if branch is not None:
+            scope = session_id if session_id is not None else tree.session_of(branch)
+            ids = tree.path_ids(scope or "", branch, **({"max_depth": max_depth} if max_depth else {}))
+            if not ids:
+                return []
+
+            def fetch(n: int) -> Sequence[Any]:
+                return fts.search(query, mode=mode, limit=n, doc_ids=ids)
+        elif session_id is None:
+            def fetch(n: int) -> Sequence[Any]:
+                return fts.search(query, mode=mode, limit=n)
+        else:
+            inherited = sorted(tree.inherited_ids(session_id))
+
+            def fetch(n: int) -> Sequence[Any]:
+                hits = list(fts.search(query, mode=mode, limit=n, groups=[session_id]))
+                if inherited:  # a fork also finds the shared path it reads from its parent
+                    hits += fts.search(query, mode=mode, limit=n, doc_ids=inherited)
+                    hits.sort(key=lambda h: -h.score)
+                return hits[:n]
+
+        def accept(hit: Any) -> bool:
+            if role is None:
+                return tree.session_of(hit.doc_id) is not None
+            return tree.role_of(hit.doc_id) == role
+
+        hits = _collect(fetch, accept, limit)
+        messages = {m["id"]: m for m in tree.read([h.doc_id for h in hits])}
+        results = []
+        for hit in hits:
+            message = messages.get(hit.doc_id)
+            if message is None:
+                continue
+            owner = tree.session_of(hit.doc_id) or ""
+            # An inherited message (a fork reading its parent's path) is judged against the fork's branch.
+            view = session_id if session_id is not None else owner
+            text = message_text(message)
+            results.append(SearchHit(
+                id=hit.doc_id, role=message["role"], text=text, snippet=_snippet(fts, text, query),
+                score=float(hit.score), on_current_branch=tree.on_current_branch(view, hit.doc_id),
+                session_id=owner, created_at=message.get("created_at")))
+        return results
+
+
+def search_session(session: Session, query: str, *, mode: str = "phrase", limit: int = 20, role: str | None = None,
+                   branch: str | None = None, all_sessions: bool = False) -> list[SearchHit]:
+    """:meth:`agentlab.session.Session.search`."""
+    return search_tree(session.tree, None if all_sessions and branch is None else session.session_id, query,
+                       mode=mode, limit=limit, role=role, branch=branch, max_depth=session.max_depth)
+
+
+def _snippet(fts: Any, text: str, query: str) -> str:
+    maker = getattr(fts, "snippet", None)
+    if maker is not None:
+        return maker(text, query)
+    return text[:160]
