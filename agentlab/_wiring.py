@@ -25,6 +25,12 @@ def _frame(name: str) -> Any:
     return make
 
 
+def _export_agent(agent: Any, path: Any, *, overwrite: bool = False) -> Any:
+    from agentlab.agent.portable import export
+
+    return export(agent, path, overwrite=overwrite)
+
+
 def _show_agent(agent: Any) -> Any:
     from agentlab.views.dashboard import for_agent
 
@@ -42,4 +48,5 @@ for _name in SESSION_FRAMES:
 for _name in AGENT_FRAMES:
     bind(f"agent.{_name}_df", _frame(_name))
 bind("agent.show", _show_agent)
+bind("agent.export", _export_agent)
 bind("session.show", _show_session)

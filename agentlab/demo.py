@@ -6,7 +6,7 @@ Later features add their own steps here; each step uses only the public API.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TextIO
+from typing import Any, ClassVar, TextIO
 
 from agentlab.agent.agent import Agent, get_agent
 
@@ -14,7 +14,7 @@ from agentlab.agent.agent import Agent, get_agent
 class DemoAgent(Agent):
     """The agent the demo creates: a tiny counter state."""
 
-    initial_state = {"visits": 0, "notes": []}
+    initial_state: ClassVar[Any] = {"visits": 0, "notes": []}
 
     def validate_state_change(self, next_state, source):  # type: ignore[no-untyped-def]
         if not isinstance(next_state, dict) or next_state.get("visits", 0) < 0:
@@ -39,9 +39,9 @@ def _step_agent(root: Path, say) -> None:  # type: ignore[no-untyped-def]
 
 
 def _step_session(root: Path, say) -> None:  # type: ignore[no-untyped-def]
+    from agentlab.chat.summarizers import ExtractiveSummarizer
     from agentlab.session.compactor import create_compact_function
     from agentlab.session.session import Session
-    from agentlab.chat.summarizers import ExtractiveSummarizer
 
     agent = get_agent(DemoAgent, "demo-user", root=root)
     session = Session.create(agent)
@@ -51,12 +51,13 @@ def _step_session(root: Path, say) -> None:  # type: ignore[no-untyped-def]
 
     session.append_message(text("q1", "user", "Where should I travel in spring? I like trains and old towns."))
     session.append_message(text("r1", "assistant", "Try Porto: old town, river views, and trains from Lisbon."))
-    session.append_message(text("r2", "assistant", "Try Ljubljana: a small old town with trains to Vienna."), parent_id="q1")
+    session.append_message(text("r2", "assistant", "Try Ljubljana: a small old town with trains to Vienna."),
+                           parent_id="q1")
     say(f"two replies to q1 make two branches: {[m['id'] for m in session.get_branches('q1')]}")
     say(f"history of r1: {[m['id'] for m in session.get_history('r1')]}; current leaf: {session.latest_leaf_id()}")
     for i in range(8):
-        session.append_message(text(f"u{i}", "user", f"Day {i + 1}: tell me about museums and food in town number {i}."))
-        session.append_message(text(f"a{i}", "assistant", f"Day {i + 1}: the museum opens at nine; try the local stew {i}."))
+        session.append_message(text(f"u{i}", "user", f"Day {i + 1}: tell me about museums and food in town {i}."))
+        session.append_message(text(f"a{i}", "assistant", f"Day {i + 1}: the museum opens at nine; try stew {i}."))
     hits = session.search("trains", mode="any")
     say(f"BM25 search 'trains' finds {[h.id for h in hits]} (on current branch: {[h.on_current_branch for h in hits]})")
     session.on_compaction(create_compact_function(ExtractiveSummarizer(), protect_head=1, tail_token_budget=60))
@@ -96,9 +97,9 @@ def _step_eval(root: Path, say) -> None:  # type: ignore[no-untyped-def]
     # Offline and quick: BM25, and a hybrid whose dense half is the model-free HashEmbedder
     # (MiniLM would add ~10 s of imports). Embeddings stay in memory; nothing is written.
     from agentlab.eval.datasets import load_bundled
-    from agentlab.search.embedders import HashEmbedder
     from agentlab.eval.runner import run as evaluate
     from agentlab.eval.strategies import BM25, STOP_WORDS, Dense, Hybrid, Phrase, Recency
+    from agentlab.search.embedders import HashEmbedder
 
     dataset = load_bundled()
     strategies = [Recency(), Phrase(), BM25(stopwords=STOP_WORDS),

@@ -13,10 +13,10 @@ from agentlab.eval.datasets import (
     load_bundled,
     load_locomo,
     load_longmemeval,
-    load_records,
     normalize_locomo_evidence,
     parse_date,
 )
+from agentlab.eval.records import load_records
 from agentlab.errors import DatasetError
 
 LOCOMO_PATH = Path(__file__).resolve().parents[1].parent / "shared" / "datasets" / "locomo" / "locomo10.json"

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentlab.eval.datasets import load_bundled, load_records
+from agentlab.eval.datasets import load_bundled
+from agentlab.eval.records import load_records
 from agentlab.eval.metrics import (
     all_at_k,
     collapse_ranking,

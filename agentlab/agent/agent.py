@@ -19,13 +19,13 @@ import warnings
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from agentlab.agent.connection import Connection, Frame
-from agentlab.errors import AgentClassConflictError, AgentClosedError, AgentlabError, StateError, StateRejectedError
 from agentlab._hooks import Accessor
+from agentlab.agent.connection import Connection, Frame
 from agentlab.agent.sql import SqlRunner
-from agentlab.store.naming import agent_path, kebab_case, resolve_root, validate_name
 from agentlab.agent.state import delete_state_row, read_state_row, to_json, write_state_row
+from agentlab.errors import AgentClassConflictError, AgentClosedError, AgentlabError, StateError, StateRejectedError
 from agentlab.store.database import Store
+from agentlab.store.naming import agent_path, kebab_case, resolve_root, validate_name
 
 
 class _NotSet:
@@ -61,7 +61,7 @@ class Agent:
         self._store: Store | None = store
         self.read_only = store.read_only
         self.path = Path(store.path)
-        self.sql = SqlRunner(self)
+        self.sql = SqlRunner(self._store_checked)
         # The store's own lock, not one of the agent's: the store calls back into the agent (dropping cached
         # state after outside SQL) while holding it, so a second lock would deadlock against set_state.
         self._lock = store.lock
@@ -304,14 +304,9 @@ class Agent:
     tool_calls_df = Accessor("agent.tool_calls_df", "Every tool call with its result, across sessions.")
     usage_df = Accessor("agent.usage_df", "Token usage of every Messages API call.")
 
-    def export(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
-        """Write every table of this agent to Parquet files in the folder ``path``, with a manifest.
-
-        Restore it with :func:`agentlab.import_`. See :func:`agentlab.agent.portable.export`.
-        """
-        from agentlab.agent.portable import export
-
-        return export(self, path, overwrite=overwrite)
+    export = Accessor("agent.export", "``agent.export(folder, overwrite=False)``: write every table of this agent "
+                      "to Parquet files in ``folder``, with a manifest; restore it with :func:`agentlab.import_` "
+                      "(see :func:`agentlab.agent.portable.export`).", call=True)
 
 
 def get_agent(

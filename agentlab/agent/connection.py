@@ -16,12 +16,22 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from agentlab.errors import ConnectionClosedError, ReadonlyConnectionError, StateError
 
-if TYPE_CHECKING:
-    from agentlab.agent.agent import Agent
+
+class ConnectionHost(Protocol):
+    """What a connection needs from its agent: its name, the state path with a source, error reporting."""
+
+    name: str
+
+    def _set_state_internal(self, state: Any, source: Any) -> None: ...
+
+    def _drop_connection(self, connection: Connection) -> None: ...
+
+    def on_error(self, error: BaseException) -> None: ...
+
 
 Frame = dict[str, Any]
 
@@ -31,7 +41,7 @@ class Connection:
 
     def __init__(
         self,
-        agent: Agent,
+        agent: ConnectionHost,
         *,
         on_state: Callable[[Any], None] | None = None,
         on_message: Callable[[Frame], None] | None = None,

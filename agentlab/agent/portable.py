@@ -34,7 +34,7 @@ import os
 import re
 import shutil
 from contextlib import nullcontext
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -42,9 +42,9 @@ import duckdb
 
 from agentlab.agent import _atomic
 from agentlab.errors import AgentLockedError, ExportDiskFullError, ExportError, ExportMismatchError
+from agentlab.store.database import Store
 from agentlab.store.migrations import MIGRATIONS
 from agentlab.store.naming import agent_path, kebab_case, resolve_root, validate_name
-from agentlab.store.database import Store
 
 __all__ = ["FORMAT", "MANIFEST", "export", "import_", "read_manifest"]
 
@@ -171,7 +171,7 @@ def _write_tables(store: Store, agent: Any, work: Path) -> dict[str, Any]:
         "python_class": f"{type(agent).__module__}.{type(agent).__qualname__}" if not isinstance(agent, Store)
         else None,
         "agentlab_version": _version(),
-        "exported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "exported_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "migrations": migrations,
         "tables": tables,
         "sequences": sequences,

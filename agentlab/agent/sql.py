@@ -7,16 +7,13 @@ what the SQL changed.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import duckdb
 
 from agentlab.store.database import Store
-
-if TYPE_CHECKING:
-    from agentlab.agent.agent import Agent
 
 __all__ = ["SqlRunner"]
 
@@ -27,8 +24,8 @@ class SqlRunner:
     Parameters are always bound (``?`` placeholders), never interpolated into the query text.
     """
 
-    def __init__(self, agent: Agent) -> None:
-        self._agent = agent
+    def __init__(self, store_of: Callable[[], Store]) -> None:
+        self._store_of = store_of  # the agent's open store (raises AgentClosedError once it is closed)
 
     def __call__(self, query: str, *params: Any) -> list[dict[str, Any]]:
         """Run ``query`` with bound ``params``; return the rows as dicts ([] for statements).
@@ -40,19 +37,19 @@ class SqlRunner:
             SqlError: DuckDB rejected the query (the error carries it).
             ReadOnlyAgentError: The query writes to a read-only agent.
         """
-        store = self._agent._store_checked()
+        store = self._store_of()
         with self._watch(store, query):
             return store.rows(query, list(params))
 
     def df(self, query: str, *params: Any) -> Any:
         """Like calling the runner, but return a pandas DataFrame."""
-        store = self._agent._store_checked()
+        store = self._store_of()
         with self._watch(store, query):
             return store.relation(query, list(params)).df()
 
     def arrow(self, query: str, *params: Any) -> Any:
         """Like calling the runner, but return a pyarrow Table (no copy through pandas)."""
-        store = self._agent._store_checked()
+        store = self._store_of()
         with self._watch(store, query):
             return store.relation(query, list(params)).to_arrow_table()
 

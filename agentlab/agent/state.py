@@ -39,7 +39,7 @@ def check_json(value: Any, root: str = "state") -> None:
         if item is exit_marker:
             on_path.pop(depth, None)  # depth holds the container id here
             continue
-        if item is None or isinstance(item, bool) or isinstance(item, int):
+        if item is None or isinstance(item, (bool, int)):
             continue
         if isinstance(item, float):
             if not math.isfinite(item):

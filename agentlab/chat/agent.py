@@ -32,11 +32,11 @@ from typing import Any, ClassVar
 
 from agentlab.agent.agent import Agent
 from agentlab.chat.api import build_request, call_messages_api
+from agentlab.chat.settings import ChatSettings, build_client, resolve_settings
 from agentlab.chat.tools import Tool, ToolCall, as_tools, run_tool_call
+from agentlab.chat.usage import Usage, record_usage, session_usage, usage_from_api
 from agentlab.errors import ChatError, CompactionError, TurnError
 from agentlab.session.messages import UNSET, now_iso
-from agentlab.chat.settings import ChatSettings, build_client, resolve_settings
-from agentlab.chat.usage import Usage, record_usage, session_usage, usage_from_api
 
 __all__ = ["ChatAgent", "Tool", "ToolCall", "Turn"]
 

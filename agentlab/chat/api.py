@@ -39,7 +39,7 @@ _DROPPED = frozenset({"reasoning", "step-start", "source-url", "source-document"
 
 
 def _is_sdk_tool(kind: str) -> bool:
-    return kind.startswith("tool-") and kind != "tool-result" or kind == "dynamic-tool"
+    return (kind.startswith("tool-") and kind != "tool-result") or kind == "dynamic-tool"
 
 
 def _sdk_tool_pair(part: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -174,7 +174,7 @@ def mark_last_message(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             return messages
         marked = list(content)
         marked[i] = {**block, "cache_control": EPHEMERAL}
-        return messages[:-1] + [{**last, "content": marked}]
+        return [*messages[:-1], {**last, "content": marked}]
     return messages
 
 

@@ -246,8 +246,11 @@ class OfflineClaude:
 
 _REMEMBER = re.compile(r"^\s*(?:please\s+)?(?:remember|note)(?:\s+that)?[:,]?\s+(?P<fact>.+?)\s*$", re.I | re.S)
 _WORD = re.compile(r"[a-z0-9']+")
-_STOP = frozenset("a an the is are am was i you my your me do does what which who to of and or in on for it about "
-                  "know tell remember should could would can".split())
+_STOP = frozenset([
+    "a", "an", "the", "is", "are", "am", "was", "i", "you", "my", "your", "me", "do", "does", "what", "which",
+    "who", "to", "of", "and", "or", "in", "on", "for", "it", "about", "know", "tell", "remember", "should", "could",
+    "would", "can"
+])
 
 
 def _text_of(content: Any) -> str:

@@ -12,8 +12,8 @@ the summary text.
   first line that it is extractive. It invents nothing, but it also rewrites nothing: expect a list of quotes, not
   prose. On an update prompt, the previous summary's sentences compete with the new turns' sentences.
 
-Invariant: the extractive summary's estimated size (:func:`agentlab.context.tokens.estimate_string_tokens`) never exceeds
-the prompt's target.
+Invariant: the extractive summary's estimated size (:func:`agentlab.context.tokens.estimate_string_tokens`) never
+exceeds the prompt's target.
 """
 
 from __future__ import annotations
@@ -36,12 +36,17 @@ _ROLE = re.compile(r"^\[([A-Za-z_-]+)\]$")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
 _WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
 _STOP = frozenset(
-    "a about after again all also am an and any are as at be because been before being both but by can could did "
-    "do does doing done for from had has have having he her here hers him his how i if in into is it its itself "
-    "just let me more most my no nor not now of off on once only or other our ours out over own please same she "
-    "should so some such than that the their them then there these they this those through to too under until up "
-    "very was we were what when where which while who whom why will with would yes you your yours ok okay sure "
-    "thanks thank hi hello".split()
+    [
+        "a", "about", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be", "because",
+        "been", "before", "being", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "done", "for",
+        "from", "had", "has", "have", "having", "he", "her", "here", "hers", "him", "his", "how", "i", "if", "in",
+        "into", "is", "it", "its", "itself", "just", "let", "me", "more", "most", "my", "no", "nor", "not", "now",
+        "of", "off", "on", "once", "only", "or", "other", "our", "ours", "out", "over", "own", "please", "same",
+        "she", "should", "so", "some", "such", "than", "that", "the", "their", "them", "then", "there", "these",
+        "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were",
+        "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "yes", "you",
+        "your", "yours", "ok", "okay", "sure", "thanks", "thank", "hi", "hello"
+    ]
 )
 
 

@@ -1,9 +1,9 @@
 """Context blocks: the labelled texts that make up a session's system prompt, and the writes the model may make.
 
-:class:`ContextBlocks` re-creates upstream's ``ContextBlocks`` (spec sections 7-9): configured blocks are loaded
-from their providers in configured order, rendered into the system prompt (:func:`agentlab.context.prompt.render_prompt`),
-and written through the same paths the tools use (:mod:`agentlab.context.tools`). :class:`ContextMixin` gives a
-:class:`~agentlab.session.Session` its builder (``with_context``, ``with_cached_prompt``) and context methods.
+:class:`ContextBlocks` re-creates upstream's ``ContextBlocks``: configured blocks are loaded from their providers
+in configured order, rendered into the system prompt (:func:`agentlab.context.prompt.render_prompt`), and written
+through the same paths the tools use (:mod:`agentlab.context.tools`). A session holds one and forwards its builder
+(``with_context``, ``with_cached_prompt``) and context methods to it.
 
 Invariants:
 
@@ -20,17 +20,21 @@ Invariants:
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Self
+from typing import Any
 
-from agentlab.errors import BlockBudgetError, BlockNotFoundError, BlockReadonlyError, ContextError, ContextProviderError
 from agentlab.context.prompt import ContextBlock, render_prompt
-from agentlab.context.providers import AgentContextProvider, ReadonlyProvider, SearchProvider, SkillProvider, WritableProvider
+from agentlab.context.providers import (
+    ReadonlyProvider,
+    SearchProvider,
+    SkillProvider,
+    WritableProvider,
+)
 from agentlab.context.tokens import estimate_string_tokens
 from agentlab.context.tools import context_tools, run_tool
+from agentlab.errors import BlockBudgetError, BlockNotFoundError, BlockReadonlyError, ContextError, ContextProviderError
 
 __all__ = ["ContextBlocks", "ContextConfig"]
 
@@ -60,7 +64,8 @@ class ContextConfig:
             raise ValueError(f"max_tokens of block {self.label!r} must be a non-negative int or None.")
         if self.provider is not None and not isinstance(self.provider, ReadonlyProvider):
             raise TypeError(
-                f"The provider of block {self.label!r} ({self.provider!r}) has no get() method; see agentlab.context.providers."
+                f"The provider of block {self.label!r} ({self.provider!r}) has no get() method; "
+                "see agentlab.context.providers."
             )
 
 
@@ -347,7 +352,8 @@ class ContextBlocks:
     def _skill_provider(self, label: str) -> Any:
         spec = self.block_spec(label)
         if spec is None or not spec.is_skill:
-            raise ContextError(f'"{label}" is not a skill block. Skill blocks: {", ".join(self._labels_where("is_skill"))}')
+            skills = ", ".join(self._labels_where("is_skill"))
+            raise ContextError(f'"{label}" is not a skill block. Skill blocks: {skills}')
         return self._configs[label].provider
 
     @property
@@ -455,7 +461,8 @@ class ContextBlocks:
             return self._snapshot
 
     def freeze_system_prompt(self) -> str:
-        """The frozen prompt: the stored one if a prompt store has it, else the snapshot (persisted if a store is set)."""
+        """The frozen prompt: the stored one if a prompt store has it, else the snapshot (persisted if a store is
+        set)."""
         with self._lock:
             if self.prompt_store is not None:
                 stored = self.prompt_store.get()

@@ -19,8 +19,8 @@ Invariants: rendering is pure and deterministic; the percentage uses JavaScript'
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from agentlab.context.tokens import js_number_to_string
 

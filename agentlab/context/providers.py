@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from agentlab._checks import check_amount, check_count
 from agentlab.errors import ContextError, InvalidSearchError
+from agentlab.search.fusion import rrf
 from agentlab.store.database import Store
 
 if TYPE_CHECKING:
@@ -641,7 +642,8 @@ class FullTextSearchProvider(_SearchBase):
 
     def _entries(self, keys: list[str]) -> dict[str, SearchHit]:
         rows = _store_of(self._agent).execute(
-            "SELECT key, content, metadata FROM context_entries WHERE label = ? AND key IN (SELECT unnest(?::VARCHAR[]))",
+            "SELECT key, content, metadata FROM context_entries "
+            "WHERE label = ? AND key IN (SELECT unnest(?::VARCHAR[]))",
             [self._label(), keys],
         ).fetchall()
         return {k: SearchHit(k, 0.0, c, json.loads(m) if m else {}) for k, c, m in rows}
@@ -765,11 +767,8 @@ class HybridSearchProvider(_SearchBase):
             return []
         by_meaning = self.vector.hits(query, self.candidates)
         by_words = self.index.search(query, mode="any", limit=self.candidates)
-        fused: dict[str, float] = {}
-        for ranking in ([h.key for h in by_meaning], [h.doc_id for h in by_words]):
-            for rank, key in enumerate(ranking, start=1):
-                fused[key] = fused.get(key, 0.0) + 1.0 / (self.rrf_k + rank)
-        best = sorted(fused.items(), key=lambda kv: -kv[1])[: self.limit if limit is None else limit]
+        fused = rrf([[h.key for h in by_meaning], [h.doc_id for h in by_words]], k=self.rrf_k)
+        best = fused[: self.limit if limit is None else limit]
         known = {h.key: h for h in by_meaning}
         known.update(self._entries([key for key, _ in best if key not in known]))
         return [_with_score(known[key], score) for key, score in best if key in known]
@@ -779,7 +778,8 @@ class HybridSearchProvider(_SearchBase):
         if not keys:
             return {}
         rows = _store_of(self._agent).execute(
-            "SELECT key, content, metadata FROM vector_entries WHERE namespace = ? AND key IN (SELECT unnest(?::VARCHAR[]))",
+            "SELECT key, content, metadata FROM vector_entries "
+            "WHERE namespace = ? AND key IN (SELECT unnest(?::VARCHAR[]))",
             [self.vector.namespace, keys],
         ).fetchall()
         return {k: SearchHit(k, 0.0, c, json.loads(m) if m else {}) for k, c, m in rows}

@@ -23,14 +23,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from agentlab.context.keys import context_entry_key
 from agentlab.context.prompt import ContextBlock, js_round
 from agentlab.context.tokens import js_number_to_string
-
-if TYPE_CHECKING:
-    from agentlab.context.blocks import ContextBlocks
 
 __all__ = ["TOOL_NAMES", "UNLOADED_PREFIX", "context_tools", "run_tool", "scan_loaded_skills"]
 
@@ -55,6 +52,29 @@ _ENTRY_DESCRIPTION = (
 )
 # The deliberate improvement over upstream: the unloaded text is not lost (see ContextMixin.unloaded_skill_text).
 UNLOAD_NOTE = "Its full text stays in storage: load_context with the same label and key brings it back."
+
+
+class ToolContext(Protocol):
+    """What running a context tool needs from the blocks (:class:`~agentlab.context.blocks.ContextBlocks` has it)."""
+
+    def block_spec(self, label: str) -> ContextBlock | None: ...
+
+    def set_block(self, label: str, content: str) -> ContextBlock: ...
+
+    def append_to_block(self, label: str, content: str) -> ContextBlock: ...
+
+    def set_skill(self, label: str, key: str, content: str, description: str | None = None) -> ContextBlock: ...
+
+    def set_search_entry(self, label: str, key: str, content: str) -> ContextBlock: ...
+
+    def is_loaded(self, label: str, key: str) -> bool: ...
+
+    def load_skill(self, label: str, key: str) -> str | None: ...
+
+    def unload_skill(self, label: str, key: str) -> bool: ...
+
+    def search(self, label: str, query: str) -> str | None: ...
+
 
 
 def _kind(block: ContextBlock) -> str:
@@ -205,7 +225,7 @@ def _usage(block: ContextBlock) -> str:
     return f"{tokens} tokens"
 
 
-def _run_set(context: ContextBlocks, data: Mapping[str, Any]) -> str:
+def _run_set(context: ToolContext, data: Mapping[str, Any]) -> str:
     label, content = data["label"], data["content"]
     block = context.block_spec(label)
     if block is None:
@@ -226,7 +246,7 @@ def _run_set(context: ContextBlocks, data: Mapping[str, Any]) -> str:
     return f"Written to {label}. Usage: {_usage(written)}"
 
 
-def _run_load(context: ContextBlocks, data: Mapping[str, Any]) -> str:
+def _run_load(context: ToolContext, data: Mapping[str, Any]) -> str:
     label, key = data["label"], data["key"]
     if context.is_loaded(label, key):
         # Not upstream (which returns the text again): a second copy would only fill the context window.
@@ -238,14 +258,14 @@ def _run_load(context: ContextBlocks, data: Mapping[str, Any]) -> str:
     return content if content is not None else f"Not found: {key}"
 
 
-def _run_unload(context: ContextBlocks, data: Mapping[str, Any]) -> str:
+def _run_unload(context: ToolContext, data: Mapping[str, Any]) -> str:
     label, key = data["label"], data["key"]
     if not context.unload_skill(label, key):
         return f'Skill "{key}" is not currently loaded in "{label}".'
     return f'Unloaded "{key}" from {label}. Context reclaimed. {UNLOAD_NOTE}'
 
 
-def _run_search(context: ContextBlocks, data: Mapping[str, Any]) -> str:
+def _run_search(context: ToolContext, data: Mapping[str, Any]) -> str:
     result = context.search(data["label"], data["query"])
     return result if result is not None else "No results found."
 
@@ -254,7 +274,7 @@ _RUNNERS = {"set_context": _run_set, "load_context": _run_load, "unload_context"
             "search_context": _run_search}
 
 
-def run_tool(context: ContextBlocks, name: str, data: Any) -> str:
+def run_tool(context: ToolContext, name: str, data: Any) -> str:
     """Execute one context tool call; never raises.
 
     Args:

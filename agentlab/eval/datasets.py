@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Conversation", "Dataset", "Question", "Session", "Turn", "load_bundled", "load_locomo",
-    "load_longmemeval", "load_records", "normalize_locomo_evidence", "parse_date",
+    "load_longmemeval", "normalize_locomo_evidence", "parse_date",
 ]
 
 BUNDLED_PATH = Path(__file__).parent.parent / "data" / "agentlab-mini.json"
@@ -389,13 +389,3 @@ def _longmemeval_instance(item: Any, position: int) -> Conversation:
     question = Question(qid, str(item["question"]), None if answer is None else str(answer),
                         item.get("question_type"), evidence, meta)
     return Conversation(qid, ["user", "assistant"], sessions, [question])
-
-
-def __getattr__(name: str) -> Any:
-    # load_records lives in agentlab.eval.records (which imports this module); re-exported lazily so
-    # `from agentlab.eval.datasets import load_records` keeps working without a circular import.
-    if name in ("load_records", "TURN_COLUMNS", "QUESTION_COLUMNS"):
-        from agentlab.eval import records
-
-        return getattr(records, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

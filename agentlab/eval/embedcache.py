@@ -172,7 +172,9 @@ class EmbeddingCache:
         try:
             conn.register("_agentlab_embedding_batch", batch)
             try:
-                conn.execute("INSERT INTO embedding_cache SELECT * FROM _agentlab_embedding_batch ON CONFLICT DO NOTHING")
+                conn.execute(
+                    "INSERT INTO embedding_cache SELECT * FROM _agentlab_embedding_batch ON CONFLICT DO NOTHING"
+                )
             finally:
                 conn.unregister("_agentlab_embedding_batch")
         finally:

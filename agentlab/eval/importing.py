@@ -22,7 +22,7 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import timedelta, timezone
+from datetime import UTC, timedelta
 from typing import TYPE_CHECKING, Any
 
 from agentlab.eval.datasets import Conversation, Dataset, Turn, parse_date
@@ -69,7 +69,7 @@ def turn_message(conversation: Conversation, turn: Turn, *, role: str, offset: i
     }
     parsed = parse_date(turn.date)
     if parsed is not None:
-        stamp = parsed.replace(tzinfo=timezone.utc) + timedelta(seconds=offset)
+        stamp = parsed.replace(tzinfo=UTC) + timedelta(seconds=offset)
         message["created_at"] = stamp.isoformat(timespec="seconds").replace("+00:00", "Z")
     return message
 

@@ -2,7 +2,7 @@
 
 :func:`load_records` builds the same :class:`~agentlab.eval.datasets.Dataset` the benchmark loaders build,
 so strategies, metrics and the runner treat your data like LoCoMo. It is re-exported as
-``agentlab.eval.datasets.load_records``.
+``agentlab.eval.load_records``.
 
 Invariants (on top of those of :mod:`agentlab.eval.datasets`):
 
@@ -21,8 +21,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from agentlab.eval.datasets import Conversation, Dataset, Question, Session, Turn, _read_json
 from agentlab.errors import DatasetError
+from agentlab.eval.datasets import Conversation, Dataset, Question, Session, Turn, _read_json
 
 __all__ = ["QUESTION_COLUMNS", "TURN_COLUMNS", "load_records"]
 

@@ -2,7 +2,7 @@
 
 Units and keys (turn, window of neighbouring turns or session; text alone or with speaker, date
 and image caption) are described by :class:`~agentlab.eval.units.UnitSpec`, the protocol and base class
-live in :mod:`agentlab.eval.units`, and :class:`Hybrid` fusion in :mod:`agentlab.eval.fusion`; everything is
+live in :mod:`agentlab.eval.units`, and :class:`Hybrid` fuses through :mod:`agentlab.search.fusion`; all is
 importable from here.
 
 A strategy is anything with a ``name``, ``index(units)`` and ``rank(query, k) -> list of unit ids``
@@ -26,10 +26,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from agentlab.eval.fusion import Hybrid
 from agentlab.eval.units import BaseStrategy, Strategy, Unit, UnitSpec, _by_score
+from agentlab.search.fusion import rrf_positions, score_fusion
 
 if TYPE_CHECKING:
+    from agentlab.eval.datasets import Conversation
     from agentlab.eval.embedcache import EmbeddingCache
     from agentlab.search.embedders import Embedder
 
@@ -53,16 +54,19 @@ class Recency(BaseStrategy):
 
 #: Common English function words (written for this project; 149 of them). Removing them from BM25
 #: keys and queries keeps "what", "did", "the" from outscoring the content words of a question.
-STOP_WORDS = frozenset("""
-a about above after again against all am an and any are as at be because been before being below
-between both but by can could did do does doing down during each few for from further had has have
-having he her here hers herself him himself his how i if in into is it its itself just me more most
-my myself no nor not now of off on once only or other our ours ourselves out over own same she
-should so some such than that the their theirs them themselves then there these they this those
-through to too under until up very was we were what when where which while who whom why will with
-would you your yours yourself yourselves s t d ll m re ve don didn doesn isn wasn weren haven hasn
-wouldn shouldn couldn aren also got get gets
-""".split())
+STOP_WORDS = frozenset([
+    "a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are", "as", "at", "be",
+    "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do",
+    "does", "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having",
+    "he", "her", "here", "hers", "herself", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "it",
+    "its", "itself", "just", "me", "more", "most", "my", "myself", "no", "nor", "not", "now", "of", "off", "on",
+    "once", "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own", "same", "she", "should", "so",
+    "some", "such", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these",
+    "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what",
+    "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours",
+    "yourself", "yourselves", "s", "t", "d", "ll", "m", "re", "ve", "don", "didn", "doesn", "isn", "wasn", "weren",
+    "haven", "hasn", "wouldn", "shouldn", "couldn", "aren", "also", "got", "get", "gets"
+])
 
 
 def _resolve_tokenizer(tokenizer: str | Callable[[str], list[str]]) -> Callable[[str], list[str]]:
@@ -288,6 +292,109 @@ class Dense(BaseStrategy):
 
 
 # --- names -------------------------------------------------------------------------------------
+
+
+class Hybrid(BaseStrategy):
+    """Weighted reciprocal rank fusion (RRF) of several strategies (BM25 + dense by default).
+
+    A unit's fused score is ``sum(weight_i / (k + rank_i))`` over the parts, with 1-based ranks
+    over each part's full ranking; ties go to the earlier unit. ``method="score"`` instead adds the
+    parts' scores after min-max scaling each to [0, 1] per query (parts need ``scores(query)``).
+
+    The default parts, constant and weights were measured best among the RRF settings tried on
+    LoCoMo (BENCHMARKS.md): BM25 with stop words on a window of one neighbouring turn each side keyed
+    with the session date (context and dates the turn alone lacks), weight 2, and dense retrieval on
+    speaker keys, weight 1, with ``k=10``. Plain RRF of turn-level BM25 and bare-text dense (k 60)
+    scores below BM25 alone there: a weak ranking pulls a strong one down at equal weight.
+
+    Args:
+        parts: the strategies to fuse; each is fitted with its own unit options, which must give
+            the same unit ids (turn and window units share ids; the keys may differ).
+        k: the RRF constant (60 in the RRF paper; smaller trusts each part's top ranks more).
+        weights: one weight per part (default 2, 1 for the default parts, else all 1).
+        method: ``"rrf"`` or ``"score"``.
+        **options: unit options. With default parts, any given here replace the tuned ones in both.
+    """
+
+    name = "hybrid"
+
+    def __init__(self, parts: Sequence[Any] | None = None, *, k: float = 10.0,
+                 weights: Sequence[float] | None = None, method: str = "rrf", **options: Any) -> None:
+        super().__init__(**options)
+        if parts is None:
+            unit_options = {n: options[n] for n in ("unit", "key", "window") if n in options}
+            lexical = {"unit": "window", "window": 1, "key": "date", **unit_options}
+            parts = [BM25(stopwords=STOP_WORDS, **lexical), Dense(**unit_options)]
+            weights = [2.0, 1.0] if weights is None else weights
+        self.parts = list(parts)
+        if not self.parts:
+            raise ValueError("Hybrid needs at least one part strategy.")
+        self.weights = list(weights) if weights is not None else [1.0] * len(self.parts)
+        if len(self.weights) != len(self.parts):
+            raise ValueError(f"Give one weight per part: {len(self.parts)} parts, {len(self.weights)} weights.")
+        if method not in ("rrf", "score"):
+            raise ValueError(f"method must be 'rrf' or 'score', not {method!r}.")
+        if k < 0:
+            raise ValueError(f"The RRF constant k must be 0 or more, not {k!r}.")
+        if method == "score" and not all(callable(getattr(p, "scores", None)) for p in self.parts):
+            raise TypeError("method='score' needs parts with a scores(query) method (BM25, Dense, Hybrid); "
+                            "use method='rrf' to fuse rankings only.")
+        self.k, self.method = k, method
+
+    def fit(self, conversation: Conversation) -> list[Unit]:
+        fitted = [part.fit(conversation) if hasattr(part, "fit") else None for part in self.parts]
+        reference = next((u for u in fitted if u is not None), None)
+        if reference is None:
+            reference = self.spec.units(conversation)
+        ids = [u.id for u in reference]
+        for part, units in zip(self.parts, fitted):
+            if units is None:
+                part.index(reference)
+            elif [u.id for u in units] != ids:
+                raise ValueError(f"Hybrid part {part.name!r} indexes other units than the first part; "
+                                 "give every part the same unit and window (keys may differ).")
+        self.units = list(reference)
+        return self.units
+
+    def index(self, units: Sequence[Unit]) -> None:
+        self.units = list(units)
+        for part in self.parts:
+            part.index(self.units)
+
+    def describe(self) -> str:
+        return " + ".join(part.describe() if hasattr(part, "describe") else "turn/text" for part in self.parts)
+
+    def prepare(self, queries: Sequence[str]) -> None:
+        for part in self.parts:
+            if hasattr(part, "prepare"):
+                part.prepare(queries)
+
+    def use_cache(self, cache: EmbeddingCache) -> None:
+        for part in self.parts:
+            if hasattr(part, "use_cache"):
+                part.use_cache(cache)
+
+    def _positions(self, part: Any, query: str) -> np.ndarray:
+        order = getattr(part, "order", None)
+        if callable(order):
+            return np.asarray(order(query), dtype=np.int64)
+        if getattr(self, "_position_source", None) is not self.units:
+            self._position = {u.id: i for i, u in enumerate(self.units)}
+            self._position_source = self.units
+        ranked = part.rank(query, len(self.units))
+        return np.fromiter(map(self._position.__getitem__, ranked), dtype=np.int64, count=len(ranked))
+
+    def scores(self, query: str) -> np.ndarray:
+        """The fused score of every unit, in unit order (:mod:`agentlab.search.fusion`)."""
+        if self.method == "score":
+            return score_fusion([part.scores(query) for part in self.parts], weights=self.weights)
+        rankings = [self._positions(part, query) for part in self.parts]
+        return rrf_positions(len(self.units), rankings, k=self.k, weights=self.weights)
+
+    def order(self, query: str) -> np.ndarray:
+        """Unit positions by fused score, best first (ties: the earlier unit)."""
+        return _by_score(self.scores(query))
+
 
 _FACTORIES: dict[str, Callable[..., Any]] = {
     "bm25": BM25,

@@ -12,8 +12,9 @@ Each job is done where it is cheapest:
   Strings holding a non-ASCII JavaScript space, and messages whose JSON numbers or keys DuckDB prints differently
   from ``JSON.stringify``, fall back to :mod:`agentlab.context.tokens`.
 
-Invariant: the ``tokens`` column of :func:`part_columns` equals :func:`agentlab.context.tokens.estimate_message_tokens` of
-each message exactly (the tests compare them on random text, every JavaScript space and the JSON number forms).
+Invariant: the ``tokens`` column of :func:`part_columns` equals
+:func:`agentlab.context.tokens.estimate_message_tokens` of each message exactly (the tests compare them on random
+text, every JavaScript space and the JSON number forms).
 """
 
 from __future__ import annotations
@@ -112,7 +113,8 @@ def string_tokens(values: Any) -> Any:
 
     UTF-16 length = code points (bytes that are not continuation bytes) plus one per 4-byte character; words =
     non-space bytes that follow a space or start the string, spaces being JavaScript's ASCII whitespace. The rare
-    strings holding a non-ASCII JavaScript space are estimated by :func:`agentlab.context.tokens.estimate_string_tokens`.
+    strings holding a non-ASCII JavaScript space are estimated by
+    :func:`agentlab.context.tokens.estimate_string_tokens`.
 
     Args:
         values: A ``pyarrow`` string array (nulls count 0).

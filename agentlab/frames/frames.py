@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from agentlab.context.tokens import estimate_string_tokens
 from agentlab.frames import columns as core
 from agentlab.frames.tree_columns import View, overlay_tokens, scope, where
-from agentlab.context.tokens import estimate_string_tokens
 
 __all__ = ["FRAMES", "blocks", "bound_frame", "branches", "compactions", "messages", "tokens",
            "tool_calls", "usage"]

@@ -167,7 +167,7 @@ class MultiAgent:
 
     def _ensure_views(self, query: str) -> None:
         """Create the stacked views that ``query`` names (a word matching a table name is enough)."""
-        wanted = {w.lower() for w in _WORD.findall(query)} | {w for w in _QUOTED.findall(query)}
+        wanted = {w.lower() for w in _WORD.findall(query)} | set(_QUOTED.findall(query))
         for table in sorted(wanted.intersection(self._shapes) - self._made):
             groups, aliases = self._shapes[table], self._aliases
             branches = [f"SELECT {_literal(aliases[a]['agent'] or '')} AS agent, "

@@ -138,7 +138,9 @@ class BM25Corpus:
         vocabulary: dict[str, int] = {}  # first-seen order, as rank_bm25 builds its idf table
         term_index = [vocabulary.setdefault(t, len(vocabulary)) for tokens in token_lists for t in tokens]
         self.postings.add_many(
-            list(vocabulary), np.array(term_index, dtype=np.int64), np.array([len(t) for t in token_lists], dtype=np.int64)
+            list(vocabulary),
+            np.array(term_index, dtype=np.int64),
+            np.array([len(t) for t in token_lists], dtype=np.int64),
         )
         n = self.postings.n_alive
         self._doc_len = self.postings.lengths.values.astype(np.float64)

@@ -42,11 +42,11 @@ from typing import Any
 
 import numpy as np
 
-from agentlab.search.postings import DocTable, arrow_ints, arrow_strings
-from agentlab.search.bm25 import FTS5_BM25, BM25Params, bm25_term, fts5_idf, top_k
 from agentlab.errors import InvalidSearchError
-from agentlab.store.database import Store
+from agentlab.search.bm25 import FTS5_BM25, BM25Params, bm25_term, fts5_idf, top_k
+from agentlab.search.postings import DocTable, arrow_ints, arrow_strings
 from agentlab.search.tokenizer import stem, token_strings, tokenize, word_spans
+from agentlab.store.database import Store
 
 MODES = ("any", "all", "phrase")
 
@@ -303,8 +303,7 @@ class FullTextIndex(_SearchView):
 
         latest: dict[str, tuple[str, str]] = {}
         for doc_id, text, group in rows:
-            if doc_id in latest:
-                del latest[doc_id]  # re-insert so the id takes its last position
+            latest.pop(doc_id, None)  # re-insert so the id takes its last position
             latest[doc_id] = (text, group)
         if not latest:
             return

@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from agentlab.search.embedders import Embedder, check_embeddings, encode_batched
 from agentlab._checks import check_count
 from agentlab.errors import EmbedderError, InvalidArgumentError
+from agentlab.search.embedders import Embedder, check_embeddings, encode_batched
 from agentlab.store.database import Store
 
 _NAMESPACE_SQL = "SELECT model_id, dimension, generation FROM vector_namespaces WHERE namespace = ?"

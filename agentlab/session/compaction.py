@@ -22,16 +22,17 @@ import inspect
 import logging
 import math
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from agentlab.session.compactor import COMPACTION_PREFIX
+from agentlab.context.tokens import estimate_message_tokens, estimate_string_tokens, normalize_count
 from agentlab.errors import CompactionError, InvalidArgumentError, InvalidMessageError, UnknownMessageError
+from agentlab.session.compactor import COMPACTION_PREFIX
 from agentlab.session.messages import Appended
 from agentlab.session.overlays import CompactionRecord, load_events, record_event
-from agentlab.context.tokens import estimate_message_tokens, estimate_string_tokens, normalize_count
 
 if TYPE_CHECKING:
-    from agentlab.session.session import Session
+    from agentlab.session.tree import MessageTree
+    from agentlab.store.database import Store
 
 __all__ = ["SessionCompaction"]
 
@@ -48,6 +49,34 @@ def _result_field(result: Any, snake: str, camel: str) -> Any:
     return getattr(result, snake, None)
 
 
+class CompactionHost(Protocol):
+    """What :class:`SessionCompaction` needs from its session (a :class:`~agentlab.session.session.Session`)."""
+
+    store: Store
+    tree: MessageTree
+    session_id: str
+    token_counter: Callable[..., Any] | None
+    system_prompt_provider: Callable[[], str | None] | None
+    context_blocks_provider: Callable[[], list[Any]] | None
+
+    def get_history(self, leaf_id: str | None = None) -> list[dict[str, Any]]: ...
+
+    def _history(self, leaf_id: str | None, extra: Any = None) -> tuple[list[dict[str, Any]], list[str]]: ...
+
+    def latest_leaf_id(self) -> str | None: ...
+
+    def _status(self, kind: str, *, estimate: int | None = None, phase: str = "idle",
+                frame_extra: Event | None = None, **details: Any) -> int: ...
+
+    def _emit(self, event: Event) -> None: ...
+
+    def _broadcast(self, frame: Event) -> None: ...
+
+    def _report(self, exc: BaseException) -> None: ...
+
+    def _needs_estimate(self) -> bool: ...
+
+
 class SessionCompaction:
     """The compaction half of one :class:`~agentlab.session.session.Session`: its compaction function, threshold and
     error handler, ``compact()`` and the records it leaves, and the token estimate those decisions use.
@@ -62,7 +91,7 @@ class SessionCompaction:
         last_outcome: ``"compacted"``, ``"noop"`` or ``"error"``: how the last :meth:`compact` ended.
     """
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: CompactionHost) -> None:
         self.session = session
         self.fn: Callable[..., Any] | None = None
         self.fn_takes_counter = False
@@ -104,7 +133,8 @@ class SessionCompaction:
         if cache is None or cache[1] != self.session.tree.generation or not stored:
             return
         leaf, generation, tokens = cache
-        endpoints = {x for c in self.session.tree.compactions(self.session.session_id) for x in (c.from_message_id, c.to_message_id)}
+        overlays = self.session.tree.compactions(self.session.session_id)
+        endpoints = {x for c in overlays for x in (c.from_message_id, c.to_message_id)}
         for a, message in zip([a for a in appended if not a.duplicate], stored):
             if a.parent_id != leaf or a.id in endpoints:
                 self.estimate_cache = None
@@ -230,21 +260,23 @@ class SessionCompaction:
                                       "string from_message_id, to_message_id and summary.")
         except Exception as exc:
             self.last_outcome = "error"
-            record_event(self.session.store, self.session.session_id, "error", trigger=trigger, leaf_id=leaf, tokens_before=before,
-                         error=exc)
+            record_event(self.session.store, self.session.session_id, "error", trigger=trigger, leaf_id=leaf,
+                         tokens_before=before, error=exc)
             self.failed(exc)
             return None
         ids = [m["id"] for m in history]
         if raw is None or _result_field(raw, "to_message_id", "toMessageId") not in ids:
             self.last_outcome = "noop"
-            record_event(self.session.store, self.session.session_id, "noop", trigger=trigger, leaf_id=leaf, tokens_before=before)
+            record_event(self.session.store, self.session.session_id, "noop", trigger=trigger, leaf_id=leaf,
+                         tokens_before=before)
             self.session._status("compaction_skipped", estimate=before, trigger=trigger, leaf_id=leaf)
             return None
         summary = _result_field(raw, "summary", "summary")
         to_id = _result_field(raw, "to_message_id", "toMessageId")
         id_set = set(ids)
         existing = [c for c in self.session.tree.compactions(self.session.session_id)
-                    if COMPACTION_PREFIX + c.id in id_set or (c.from_message_id in id_set and c.to_message_id in id_set)]
+                    if COMPACTION_PREFIX + c.id in id_set
+                    or (c.from_message_id in id_set and c.to_message_id in id_set)]
         from_id = existing[0].from_message_id if existing else _result_field(raw, "from_message_id", "fromMessageId")
         pending = {"id": "pending", "summary": summary, "from_message_id": from_id, "to_message_id": to_id}
         after_history = self.session._history(leaf, extra=pending)[0]

@@ -17,13 +17,19 @@ from __future__ import annotations
 import copy
 import inspect
 import math
-from datetime import datetime, timezone
 from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
+from agentlab.context.tokens import (
+    TokenCounter,
+    estimate_message_tokens,
+    js_number_to_string,
+    js_stringify,
+    js_trim,
+    utf16_prefix,
+)
 from agentlab.errors import CompactionError
-from agentlab.context.tokens import TokenCounter, estimate_message_tokens, js_number_to_string, js_stringify, js_trim
-from agentlab.context.tokens import utf16_prefix
 from agentlab.session.truncation import truncate_older_messages, truncate_tool_output
 
 __all__ = [
@@ -43,7 +49,7 @@ STUB_RESULT_TEXT = "[Result from earlier conversation \u2014 see context summary
 def _now_iso(now: str | datetime | None) -> str:
     if isinstance(now, str):
         return now
-    moment = now or datetime.now(timezone.utc)
+    moment = now or datetime.now(UTC)
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 

@@ -18,8 +18,8 @@ Invariants:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agentlab.context.blocks import ContextBlocks, ContextConfig
 from agentlab.context.prompt import ContextBlock
@@ -28,9 +28,27 @@ from agentlab.context.tools import _context_calls, _is_loaded_text, _result_text
 from agentlab.errors import ContextError
 
 if TYPE_CHECKING:
-    from agentlab.session.session import Session
+    from agentlab.store.database import Store
 
 __all__ = ["SessionContext"]
+
+
+class ContextHost(Protocol):
+    """What :class:`SessionContext` needs from its session (a :class:`~agentlab.session.session.Session`)."""
+
+    agent: Any
+    store: Store
+    session_id: str
+    system_prompt_provider: Callable[[], str | None] | None
+    context_blocks_provider: Callable[[], list[Any]] | None
+
+    def get_history(self, leaf_id: str | None = None) -> list[dict[str, Any]]: ...
+
+    def update_message(self, message: Mapping[str, Any]) -> None: ...
+
+    def on_compacted(self, listener: Callable[[dict[str, Any]], Any]) -> Callable[[], None]: ...
+
+    def _report(self, exc: BaseException) -> None: ...
 
 
 class SessionContext:
@@ -41,7 +59,7 @@ class SessionContext:
         cached_prompt: Whether the frozen prompt is kept across restarts.
     """
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: ContextHost) -> None:
         self.session = session
         self.configs: list[ContextConfig] = []
         self.cached_prompt = False

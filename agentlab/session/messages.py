@@ -18,7 +18,7 @@ import json
 import json.encoder
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from agentlab.errors import InvalidMessageError
@@ -77,7 +77,7 @@ class RowStat:
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _not_json(value: Any) -> Any:
@@ -192,13 +192,14 @@ def _nests_deeper(value: Any, limit: int) -> bool:
 def message_text(message: Mapping[str, Any]) -> str:
     """The searchable text of a message: its ``text`` parts joined by a space (spec 4)."""
     texts = [p["text"] for p in message.get("parts") or ()
-             if (type(p) is dict or isinstance(p, Mapping)) and p.get("type") == "text" and isinstance(p.get("text"), str)]
+             if (type(p) is dict or isinstance(p, Mapping)) and p.get("type") == "text"
+             and isinstance(p.get("text"), str)]
     return texts[0] if len(texts) == 1 else " ".join(texts)
 
 
 def keep_messages(values: list[Any]) -> list[dict[str, Any]]:
     """The values that are messages: dicts with a string ``id``, a string ``role`` and a list ``parts``."""
-    return [m for m in values if type(m) is dict and type(m.get("id")) is str  # noqa: E721 (exact types: fast)
+    return [m for m in values if type(m) is dict and type(m.get("id")) is str
             and type(m.get("role")) is str and type(m.get("parts")) is list]
 
 

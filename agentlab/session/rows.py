@@ -20,8 +20,8 @@ from datetime import datetime
 from typing import Any
 
 from agentlab.search.postings import arrow_ints, arrow_optional_strings, arrow_strings
-from agentlab.session.messages import message_text
 from agentlab.search.tokenizer import token_strings, tokenize
+from agentlab.session.messages import message_text
 
 __all__ = ["insert_one", "insert_rows", "plain_time", "search_tokens"]
 

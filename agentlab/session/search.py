@@ -23,10 +23,9 @@ from agentlab.errors import InvalidSearchError
 from agentlab.session.messages import message_text
 
 if TYPE_CHECKING:
-    from agentlab.session.session import Session
     from agentlab.session.tree import MessageTree
 
-__all__ = ["MODES", "SearchHit", "search_session", "search_tree"]
+__all__ = ["MODES", "SearchHit", "search_tree"]
 
 MODES = ("phrase", "all", "any")
 
@@ -132,13 +131,6 @@ def search_tree(tree: MessageTree, session_id: str | None, query: str, *, mode: 
                 score=float(hit.score), on_current_branch=tree.on_current_branch(view, hit.doc_id),
                 session_id=owner, created_at=message.get("created_at")))
         return results
-
-
-def search_session(session: Session, query: str, *, mode: str = "phrase", limit: int = 20, role: str | None = None,
-                   branch: str | None = None, all_sessions: bool = False) -> list[SearchHit]:
-    """:meth:`agentlab.session.Session.search`."""
-    return search_tree(session.tree, None if all_sessions and branch is None else session.session_id, query,
-                       mode=mode, limit=limit, role=role, branch=branch, max_depth=session.max_depth)
 
 
 def _snippet(fts: Any, text: str, query: str) -> str:

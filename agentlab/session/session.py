@@ -24,19 +24,19 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from agentlab.session.compactor import apply_compactions, truncate_older_messages
-from agentlab.session.search import SearchHit, search_session
+from agentlab._hooks import Accessor
 from agentlab.context.blocks import ContextBlocks
 from agentlab.context.prompt import ContextBlock
+from agentlab.session.compaction import SessionCompaction
+from agentlab.session.compactor import apply_compactions, truncate_older_messages
+from agentlab.session.context import SessionContext
 from agentlab.session.messages import DEFAULT_MAX_DEPTH, UNSET, Appended, RecentHistory, RowStat
 from agentlab.session.overlays import CompactionRecord
-from agentlab.session.compaction import SessionCompaction
-from agentlab.session.context import SessionContext
-from agentlab._hooks import Accessor
-from agentlab.store.database import Store
+from agentlab.session.search import SearchHit, search_tree
 from agentlab.session.tree import MessageTree, tree_of
+from agentlab.store.database import Store
 
-__all__ = ["Session", "SearchHit", "UNSET"]
+__all__ = ["UNSET", "SearchHit", "Session"]
 
 logger = logging.getLogger("agentlab.session")
 
@@ -258,8 +258,9 @@ class Session:
             Hits, best first, each with id, role, text, snippet, score, session and whether it is on the
             current branch of its session.
         """
-        return search_session(self, query, mode=mode, limit=limit, role=role, branch=branch,
-                              all_sessions=all_sessions)
+        scope = None if all_sessions and branch is None else self.session_id
+        return search_tree(self.tree, scope, query, mode=mode, limit=limit, role=role, branch=branch,
+                           max_depth=self.max_depth)
 
     # -- events --------------------------------------------------------------------------------
 

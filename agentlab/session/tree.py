@@ -38,10 +38,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentlab.session.contents import ContentCache, gc_paused
 from agentlab.errors import ForkedHistoryError, InvalidMessageError, UnknownMessageError
-from agentlab.session.messages import (DEFAULT_MAX_DEPTH, UNSET, Appended, RowStat, now_iso, prepare_message,
-                       prepare_placed)
+from agentlab.session.contents import ContentCache, gc_paused
+from agentlab.session.messages import (
+    DEFAULT_MAX_DEPTH,
+    UNSET,
+    Appended,
+    RowStat,
+    now_iso,
+    prepare_message,
+    prepare_placed,
+)
 from agentlab.session.overlays import CompactionRecord, insert_compaction, load_compactions
 from agentlab.session.rows import insert_one, insert_rows, search_tokens
 from agentlab.store.clock import clock_of
@@ -104,7 +111,8 @@ class MessageTree:
 
     @property
     def fts(self) -> Any:
-        """The full-text index of message texts (:class:`~agentlab.search.fulltext.MessageIndex`, group = session id)."""
+        """The full-text index of message texts (a :class:`~agentlab.search.fulltext.MessageIndex`; group: session
+        id)."""
         if self._fts is None:
             from agentlab.search.fulltext import MessageIndex
 

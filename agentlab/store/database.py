@@ -39,7 +39,7 @@ import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -48,8 +48,8 @@ import duckdb
 from agentlab.errors import (
     AgentClosedError,
     AgentFileError,
-    AgentLockedError,
     AgentlabError,
+    AgentLockedError,
     CheckpointWarning,
     DiskFullError,
     MigrationError,
@@ -460,7 +460,7 @@ class Store:
     def _mark_unhealthy(self, exc: BaseException) -> None:
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         if self._health.ok:
-            self._health = replace(self._health, ok=False, error=message, since=datetime.now(timezone.utc))
+            self._health = replace(self._health, ok=False, error=message, since=datetime.now(UTC))
             warnings.warn(
                 f"{self.path}: the write was stored, but DuckDB's checkpoint failed ({message}). Every committed "
                 "write is safe in the write-ahead log; free disk space and the store checkpoints again by itself "

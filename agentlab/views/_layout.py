@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+
 def short_text(message: dict[str, Any] | None, limit: int = 80) -> str:
     """A one-line summary of a message: its text parts, else the kinds of its parts."""
     if not message:

@@ -261,7 +261,8 @@ class BranchTree(RequestWidget):
         message = self.session.get_message(id)
         if message is None:
             raise KeyError(f"No message {id!r} in this session.")
-        return {"id": id, "role": message.get("role"), "text": short_text(message, 20_000), "parts": len(message.get("parts") or [])}
+        return {"id": id, "role": message.get("role"), "text": short_text(message, 20_000),
+                "parts": len(message.get("parts") or [])}
 
     # -- static fallback ----------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ import traitlets as t
 
 from agentlab.context.prompt import SEPARATOR, js_round, render_block, render_prompt
 from agentlab.context.tokens import estimate_string_tokens
+
 from ._base import STATIC, RequestWidget, esc
 
 PREVIEW_CHARS = 3000
@@ -212,7 +213,8 @@ class ContextView(RequestWidget):
         """A table of blocks: tag, usage and both texts (for front ends without widgets)."""
         rows = []
         for b in self.blocks:
-            usage = f"{b['tokens']}/{b['max_tokens']} tokens ({b['pct']}%)" if b["max_tokens"] else f"{b['tokens']} tokens"
+            usage = (f"{b['tokens']}/{b['max_tokens']} tokens ({b['pct']}%)" if b["max_tokens"]
+                     else f"{b['tokens']} tokens")
             frozen = esc(b["frozen"]) if b["frozen"] is not None else "<i>not in the frozen prompt</i>"
             rows.append(
                 f"<tr><td><b>{esc(b['label'])}</b> [{esc(b['tag'])}]<br><small>{usage}</small></td>"

@@ -25,6 +25,7 @@ from typing import Any
 import traitlets as t
 
 from agentlab.errors import AgentlabError
+
 from ._base import STATIC, RequestWidget, esc, short_json
 
 
@@ -93,7 +94,7 @@ class StateView(RequestWidget):
             if meta:
                 stamp = meta[0]["updated_at"]
                 if isinstance(stamp, _dt.datetime):
-                    stamp = stamp.astimezone(_dt.timezone.utc).isoformat(timespec="milliseconds")
+                    stamp = stamp.astimezone(_dt.UTC).isoformat(timespec="milliseconds")
                 updated_at = str(stamp)
                 source = self._describe_source(meta[0]["source"])
             with self.hold_sync():
