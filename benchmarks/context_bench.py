@@ -30,7 +30,7 @@ from vectors_bench import sentences  # noqa: E402  (the same generated corpus as
 
 from agentlab import Agent, get_agent  # noqa: E402
 from agentlab.search.embedders import HashEmbedder, MiniLMEmbedder  # noqa: E402
-from agentlab.context.providers import HybridSearchProvider, VectorSearchProvider  # noqa: E402
+from agentlab.context.search_providers import HybridSearchProvider, VectorSearchProvider  # noqa: E402
 from agentlab.session.session import Session  # noqa: E402
 from agentlab.search.vectors import _caches  # noqa: E402  (the anchor reads the FAISS cache directly)
 

@@ -17,7 +17,8 @@ from agentlab.errors import (
     ContextError,
     ContextProviderError,
 )
-from agentlab.context.providers import AgentSkillProvider, FolderSkillProvider, VectorSearchProvider
+from agentlab.context.providers import AgentSkillProvider, FolderSkillProvider
+from agentlab.context.search_providers import VectorSearchProvider
 from agentlab.session.session import Session
 from agentlab.context.tools import scan_loaded_skills
 

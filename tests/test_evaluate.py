@@ -130,22 +130,22 @@ class TestResultsGoToParquetAndPlots:
         assert back["recall@5"].tolist() == results.per_question["recall@5"].tolist()
         assert list(back["top"].iloc[0]) == results.per_question["top"].iloc[0]
 
-    def test_recall_at_k_draws_one_line_per_strategy_and_panel(self, bundled):
+    def test_recall_curves_draw_one_line_per_strategy_and_panel(self, bundled):
         import matplotlib
 
         matplotlib.use("Agg")
-        from agentlab.frames.plot import recall_at_k
+        from agentlab.frames.plot import recall_curves
 
         results = run(bundled, ["bm25", "recency"], ks=(1, 5, 10), cache=None, progress=False)
-        figure = recall_at_k(results)
+        figure = recall_curves(results)
         assert len(figure.axes) == 5  # categories 1-4 and overall
         overall = figure.axes[-1]
         assert [line.get_label() for line in overall.get_lines()] == ["bm25", "recency"]
         assert list(overall.get_lines()[0].get_xdata()) == [1, 5, 10]
-        single = recall_at_k(results, by_category=False)
+        single = recall_curves(results, by_category=False)
         assert len(single.axes) == 1
         with pytest.raises(ValueError, match="No precision@k"):
-            recall_at_k(results, metric="precision")
+            recall_curves(results, metric="precision")
 
 
 class TestCommandLine:

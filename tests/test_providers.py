@@ -15,16 +15,18 @@ from agentlab.context.providers import (
     AgentContextProvider,
     AgentSkillProvider,
     FolderSkillProvider,
-    FullTextSearchProvider,
-    HybridSearchProvider,
     ReadonlyProvider,
-    SearchHit,
     SearchProvider,
     SkillProvider,
-    VectorSearchProvider,
     WritableProvider,
-    format_hits,
     provider_kind,
+)
+from agentlab.context.search_providers import (
+    EntryHit,
+    FullTextSearchProvider,
+    HybridSearchProvider,
+    VectorSearchProvider,
+    format_hits,
 )
 
 SKILLS = Path(__file__).parent / "fixtures" / "skills"
@@ -291,7 +293,7 @@ class TestVectorSearchProvider:
         provider = VectorSearchProvider(store, HashEmbedder(32), label="kb")
         assert provider.set_many([(f"k{i}", f"entry number {i}") for i in range(50)]) == 50
         assert provider.count() == 50
-        assert provider.entry("k7") == SearchHit("k7", 0.0, "entry number 7", {})
+        assert provider.entry("k7") == EntryHit("k7", 0.0, "entry number 7", {})
 
     def test_the_default_embedder_is_minilm_created_lazily(self, store):
         provider = VectorSearchProvider(store, label="kb")
@@ -346,8 +348,8 @@ class TestHybridSearchProvider:
 
         provider = HybridSearchProvider(store, FirstLetter(), label="kb", candidates=1)
         provider.set_many([("a", "zoo keeper"), ("b", "the zebra runs", {"source": "field notes"})])
-        assert provider.hits("zebra") == [SearchHit("a", pytest.approx(1 / 61), "zoo keeper"),
-                                          SearchHit("b", pytest.approx(1 / 61), "the zebra runs",
+        assert provider.hits("zebra") == [EntryHit("a", pytest.approx(1 / 61), "zoo keeper"),
+                                          EntryHit("b", pytest.approx(1 / 61), "the zebra runs",
                                                     {"source": "field notes"})]
 
 
@@ -369,7 +371,7 @@ def test_minilm_finds_a_paraphrase_that_bm25_misses(store):
 
 def test_format_hits_is_none_without_hits_and_blank_line_separated_otherwise():
     assert format_hits([]) is None
-    assert format_hits([SearchHit("a", 0.5, "x"), SearchHit("b", 0.25, "y")]) == (
+    assert format_hits([EntryHit("a", 0.5, "x"), EntryHit("b", 0.25, "y")]) == (
         "[a] (score 0.5000)\nx\n\n[b] (score 0.2500)\ny"
     )
 

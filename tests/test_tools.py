@@ -8,7 +8,8 @@ import pytest
 
 from agentlab.context.blocks import ContextBlocks, ContextConfig
 from agentlab.search.embedders import HashEmbedder
-from agentlab.context.providers import AgentContextProvider, AgentSkillProvider, VectorSearchProvider
+from agentlab.context.providers import AgentContextProvider, AgentSkillProvider
+from agentlab.context.search_providers import VectorSearchProvider
 from agentlab.context.tools import context_tools
 
 

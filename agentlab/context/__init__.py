@@ -7,13 +7,16 @@ from agentlab.context.providers import (
     AgentContextProvider,
     AgentSkillProvider,
     FolderSkillProvider,
-    FullTextSearchProvider,
-    HybridSearchProvider,
     ReadonlyProvider,
     SearchProvider,
     SkillProvider,
-    VectorSearchProvider,
     WritableProvider,
+)
+from agentlab.context.search_providers import (
+    EntryHit,
+    FullTextSearchProvider,
+    HybridSearchProvider,
+    VectorSearchProvider,
 )
 from agentlab.context.tokens import estimate_message_tokens, estimate_string_tokens
 
@@ -23,6 +26,7 @@ __all__ = [
     "ContextBlock",
     "ContextBlocks",
     "ContextConfig",
+    "EntryHit",
     "FolderSkillProvider",
     "FullTextSearchProvider",
     "HybridSearchProvider",

@@ -1,7 +1,7 @@
 """Conversation datasets for retrieval evaluation, all in one in-memory form.
 
-A :class:`Dataset` holds :class:`Conversation` objects. A conversation has dated :class:`Session`
-objects made of :class:`Turn` objects, and :class:`Question` objects whose ``evidence`` lists the
+A :class:`Dataset` holds :class:`Conversation` objects. A conversation has dated :class:`DialogueSession`
+objects made of :class:`DialogueTurn` objects, and :class:`Question` objects whose ``evidence`` lists the
 ids of the turns that answer them. The loaders read LoCoMo, LongMemEval, a user's own tables and
 the small bundled dataset into this form, so retrieval strategies and metrics see one shape.
 
@@ -32,8 +32,16 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
-    "Conversation", "Dataset", "Question", "Session", "Turn", "load_bundled", "load_locomo",
-    "load_longmemeval", "normalize_locomo_evidence", "parse_date",
+    "Conversation",
+    "Dataset",
+    "DialogueSession",
+    "DialogueTurn",
+    "Question",
+    "load_bundled",
+    "load_locomo",
+    "load_longmemeval",
+    "normalize_locomo_evidence",
+    "parse_date",
 ]
 
 BUNDLED_PATH = Path(__file__).parent.parent / "data" / "agentlab-mini.json"
@@ -44,7 +52,7 @@ LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single
 
 
 @dataclass
-class Turn:
+class DialogueTurn:
     """One utterance. ``index`` is its 0-based position in its session; ``date`` is the session's."""
 
     id: str
@@ -57,12 +65,12 @@ class Turn:
 
 
 @dataclass
-class Session:
+class DialogueSession:
     """A dated run of turns. ``date`` is kept as the source wrote it; see :func:`parse_date`."""
 
     id: str
     date: str | None
-    turns: list[Turn] = field(default_factory=list)
+    turns: list[DialogueTurn] = field(default_factory=list)
 
 
 @dataclass
@@ -87,16 +95,16 @@ class Conversation:
 
     id: str
     speakers: list[str]
-    sessions: list[Session]
+    sessions: list[DialogueSession]
     questions: list[Question]
     metadata: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def turns(self) -> list[Turn]:
+    def turns(self) -> list[DialogueTurn]:
         """All turns in conversation order."""
         return [turn for session in self.sessions for turn in session.turns]
 
-    def turn(self, turn_id: str) -> Turn:
+    def turn(self, turn_id: str) -> DialogueTurn:
         """Return the turn with this id, or raise ``KeyError``."""
         for turn in self.turns:
             if turn.id == turn_id:
@@ -118,7 +126,7 @@ class Dataset:
                 return conversation
         raise KeyError(conversation_id)
 
-    def iter_turns(self) -> Iterator[tuple[Conversation, Turn]]:
+    def iter_turns(self) -> Iterator[tuple[Conversation, DialogueTurn]]:
         """Yield ``(conversation, turn)`` for every turn, in order."""
         for conversation in self.conversations:
             for turn in conversation.turns:
@@ -290,8 +298,9 @@ def _locomo_conversation(sample: Any, position: int) -> Conversation:
         for index, raw in enumerate(conv[sid]):
             _require(raw, ("speaker", "dia_id", "text"), f"LoCoMo sample {cid}: {sid} turn #{index}")
             extras = {k: v for k, v in raw.items() if k not in ("speaker", "dia_id", "text")}
-            turns.append(Turn(str(raw["dia_id"]), str(raw["speaker"]), str(raw["text"]), sid, index, date, extras))
-        sessions.append(Session(sid, date, turns))
+            turns.append(DialogueTurn(str(raw["dia_id"]), str(raw["speaker"]), str(raw["text"]), sid, index, date,
+                                      extras))
+        sessions.append(DialogueSession(sid, date, turns))
     known = [t.id for s in sessions for t in s.turns]
     if len(set(known)) != len(known):
         duplicate = next(k for k, c in Counter(known).items() if c > 1)
@@ -369,13 +378,13 @@ def _longmemeval_instance(item: Any, position: int) -> Conversation:
             _require(raw, ("role", "content"), f"LongMemEval question {qid}: session {sid} turn #{j}")
             has_answer = raw.get("has_answer") is True
             extras = {k: v for k, v in raw.items() if k not in ("role", "content", "has_answer")}
-            turn = Turn(f"{sid}_{j + 1}", str(raw["role"]), str(raw["content"]), sid, j, date,
+            turn = DialogueTurn(f"{sid}_{j + 1}", str(raw["role"]), str(raw["content"]), sid, j, date,
                         {"has_answer": has_answer, **extras})
             if has_answer and turn.speaker == "user":
                 evidence.append(turn.id)
                 answered.add(sid)
             turns.append(turn)
-        sessions.append(Session(sid, date, turns))
+        sessions.append(DialogueSession(sid, date, turns))
     answer_sessions = [str(s) for s in item.get("answer_session_ids") or []]
     meta = {
         "question_type": item.get("question_type"),

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from datetime import UTC, timedelta
 from typing import TYPE_CHECKING, Any
 
-from agentlab.eval.datasets import Conversation, Dataset, Turn, parse_date
+from agentlab.eval.datasets import Conversation, Dataset, DialogueTurn, parse_date
 
 if TYPE_CHECKING:
     from agentlab.session.messages import Appended
@@ -45,7 +45,7 @@ def _roles(conversation: Conversation, roles: Mapping[str, str] | None) -> dict[
     return {s: ("user" if i == 0 else "assistant") for i, s in enumerate(speakers)}
 
 
-def turn_message(conversation: Conversation, turn: Turn, *, role: str, offset: int = 0) -> dict[str, Any]:
+def turn_message(conversation: Conversation, turn: DialogueTurn, *, role: str, offset: int = 0) -> dict[str, Any]:
     """The message that stands for one turn (see the module docstring for its shape).
 
     Args:

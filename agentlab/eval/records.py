@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from agentlab.errors import DatasetError
-from agentlab.eval.datasets import Conversation, Dataset, Question, Session, Turn, _read_json
+from agentlab.eval.datasets import Conversation, Dataset, DialogueSession, DialogueTurn, Question, _read_json
 
 __all__ = ["QUESTION_COLUMNS", "TURN_COLUMNS", "load_records"]
 
@@ -57,7 +57,7 @@ def load_records(
     if unknown_evidence not in ("error", "drop"):
         raise ValueError(f"unknown_evidence must be 'error' or 'drop', not {unknown_evidence!r}.")
     conversations: dict[str, Conversation] = {}
-    sessions: dict[tuple[str, str], Session] = {}
+    sessions: dict[tuple[str, str], DialogueSession] = {}
     seen: dict[str, set[str]] = {}
     for n, row in enumerate(_rows(turns, "turns")):
         _check_columns(row, TURN_COLUMNS, f"turn row #{n}")
@@ -65,7 +65,7 @@ def load_records(
         conv = conversations.setdefault(cid, Conversation(cid, [], [], []))
         session = sessions.get((cid, sid))
         if session is None:
-            session = sessions[(cid, sid)] = Session(sid, _text_or_none(row.get("session_date")), [])
+            session = sessions[(cid, sid)] = DialogueSession(sid, _text_or_none(row.get("session_date")), [])
             conv.sessions.append(session)
         index = len(session.turns)
         tid = _text_or_none(row.get("turn_id")) or f"{sid}_{index + 1}"
@@ -76,7 +76,7 @@ def load_records(
         if speaker not in conv.speakers:
             conv.speakers.append(speaker)
         extras = {k: v for k, v in row.items() if k not in (*TURN_COLUMNS, "turn_id", "session_date") and v is not None}
-        session.turns.append(Turn(tid, speaker, str(row["text"]), sid, index, session.date, extras))
+        session.turns.append(DialogueTurn(tid, speaker, str(row["text"]), sid, index, session.date, extras))
     for n, row in enumerate(_rows(questions, "questions") if questions is not None else []):
         _check_columns(row, QUESTION_COLUMNS, f"question row #{n}")
         cid = str(row["conversation_id"])

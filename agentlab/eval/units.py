@@ -12,7 +12,7 @@ A *unit* is what a retrieval strategy returns; its *key* is the text that gets i
 
 The key is ``"text"`` or a ``+``-joined choice of extras: ``"speaker"`` (``"Caroline: ..."``),
 ``"date"`` (``"[8 May 2023] ..."``) and ``"caption"`` (a shared image's caption), e.g.
-``"speaker+date"``; or any function ``Turn -> str``.
+``"speaker+date"``; or any function ``DialogueTurn -> str``.
 
 A strategy is anything with a ``name``, ``index(units)`` and ``rank(query, k)`` (the
 :class:`Strategy` protocol); :class:`BaseStrategy` adds unit options and ``fit(conversation)``.
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
-from agentlab.eval.datasets import Conversation, Turn, parse_date
+from agentlab.eval.datasets import Conversation, DialogueTurn, parse_date
 
 if TYPE_CHECKING:
     from agentlab.eval.embedcache import EmbeddingCache
@@ -56,16 +56,16 @@ def _short_date(date: str | None) -> str | None:
     return f"{parsed.day} {parsed:%B %Y}" if parsed else date
 
 
-def _key_function(key: str | Callable[[Turn], str]) -> Callable[[Turn], str]:
+def _key_function(key: str | Callable[[DialogueTurn], str]) -> Callable[[DialogueTurn], str]:
     if callable(key):
         return key
     parts = [p.strip() for p in str(key).split("+") if p.strip()]
     unknown = [p for p in parts if p not in KEY_PARTS]
     if unknown or not parts:
         raise ValueError(f"Unknown key part {unknown[0] if unknown else key!r}; use 'text' or a '+'-joined "
-                         f"choice of {KEY_PARTS[1:]} (e.g. 'speaker+date'), or a function Turn -> str.")
+                         f"choice of {KEY_PARTS[1:]} (e.g. 'speaker+date'), or a function DialogueTurn -> str.")
 
-    def build(turn: Turn) -> str:
+    def build(turn: DialogueTurn) -> str:
         text = turn.text
         caption = turn.metadata.get("blip_caption")
         if "caption" in parts and caption:
@@ -86,12 +86,12 @@ class UnitSpec:
     Args:
         unit: ``"turn"``, ``"window"`` or ``"session"`` (see the module docstring).
         key: ``"text"``, a ``+``-joined choice of ``speaker``, ``date``, ``caption``, or a
-            function ``Turn -> str``.
+            function ``DialogueTurn -> str``.
         window: neighbours on each side for ``unit="window"``.
     """
 
     unit: str = "turn"
-    key: str | Callable[[Turn], str] = "text"
+    key: str | Callable[[DialogueTurn], str] = "text"
     window: int = 1
 
     def __post_init__(self) -> None:
@@ -150,7 +150,7 @@ class BaseStrategy:
 
     name = "strategy"
 
-    def __init__(self, *, unit: str = "turn", key: str | Callable[[Turn], str] = "text", window: int = 1,
+    def __init__(self, *, unit: str = "turn", key: str | Callable[[DialogueTurn], str] = "text", window: int = 1,
                  name: str | None = None) -> None:
         self.spec = UnitSpec(unit, key, window)
         if name is not None:

@@ -15,10 +15,10 @@ if TYPE_CHECKING:
 
     from agentlab.eval.runner import Results
 
-__all__ = ["recall_at_k"]
+__all__ = ["recall_curves", "tokens"]
 
 
-def recall_at_k(
+def recall_curves(
     results: Results,
     *,
     metric: str = "recall",

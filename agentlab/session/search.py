@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agentlab.errors import InvalidSearchError
+from agentlab.search.fulltext import MODES
 from agentlab.session.messages import message_text
 
 if TYPE_CHECKING:
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
 
 __all__ = ["MODES", "SearchHit", "search_tree"]
 
-MODES = ("phrase", "all", "any")
 
 
 @dataclass(frozen=True)

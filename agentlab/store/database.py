@@ -11,14 +11,11 @@ Invariants:
   The lock is the only lock a store's readers and writers take for its data, so there is one lock order.
 * :meth:`Store.transaction` is all-or-nothing. Nested calls join the outer transaction, so a
   higher layer can wrap several lower-layer writes in one atomic unit.
-* A new file appears complete or not at all: it is built and migrated under a temporary name beside
-  its path and linked into place, so a process that loses a race to create it opens the winner's file.
-* A file held read-write by another process raises :class:`AgentLockedError`, never DuckDB's raw
-  IO error. A read-only store refuses writes with :class:`ReadOnlyAgentError`. A file that is not an
-  agentlab file (not DuckDB, truncated, a directory, another application's tables) raises
-  :class:`AgentFileError` and is left as it was; one written by a newer schema raises
-  :class:`SchemaTooNewError` unless opened read-only. DuckDB never installs or loads an extension.
-* Pending migrations are applied at open, each with its record, in one transaction.
+* Opening follows :mod:`agentlab.store.files`: a new file appears complete or not at all, a file that is not
+  an agentlab file raises :class:`AgentFileError` unchanged, one from a newer schema raises
+  :class:`SchemaTooNewError` unless opened read-only, and pending migrations are applied at open. A file held
+  read-write by another process raises :class:`AgentLockedError`, never DuckDB's raw IO error. A read-only
+  store refuses writes with :class:`ReadOnlyAgentError`.
 * A write that committed returns normally. When DuckDB's automatic checkpoint fails after a durable
   commit (a full disk), the store reopens its connection, warns with :class:`CheckpointWarning` and
   reports it in :attr:`Store.health` until a checkpoint succeeds again. A write that did not commit
@@ -27,13 +24,9 @@ Invariants:
 
 from __future__ import annotations
 
-import errno
 import os
-import re
-import socket
 import threading
 import time
-import uuid
 import warnings
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -49,55 +42,16 @@ from agentlab.errors import (
     AgentClosedError,
     AgentFileError,
     AgentlabError,
-    AgentLockedError,
     CheckpointWarning,
     DiskFullError,
-    MigrationError,
     ReadOnlyAgentError,
-    SchemaTooNewError,
     SqlError,
     StoreInUseError,
 )
+from agentlab.store.files import DURABLE, MEMORY, connect, create_file, is_disk_full, migrate, open_reason
 from agentlab.store.migrations import MIGRATIONS, Migration
 
-MEMORY = ":memory:"
-
 T = TypeVar("T")
-
-_LOCK_DETAIL = re.compile(r"Conflicting lock is held in (.*)$", re.S)
-
-# Never reach for the network or load code behind the user's back: a SQLite or Parquet file at an agent's path
-# would otherwise make DuckDB try to download a scanner extension.
-_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
-
-_MIGRATIONS_TABLE = """
-CREATE TABLE IF NOT EXISTS _agentlab_migrations (
-    name       VARCHAR PRIMARY KEY,
-    applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
-)
-"""
-
-# Catalog objects a user can create; a brand-new DuckDB file has none of them.
-_OBJECTS = """
-SELECT
-    (SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() AND NOT temporary)
-  + (SELECT count(*) FROM duckdb_views() WHERE database_name = current_database() AND NOT temporary
-                                             AND NOT internal)
-  + (SELECT count(*) FROM duckdb_sequences() WHERE database_name = current_database() AND NOT temporary)
-"""
-_HAS_MIGRATIONS = """
-SELECT count(*) FROM duckdb_tables()
-WHERE database_name = current_database() AND schema_name = 'main' AND table_name = '_agentlab_migrations'
-"""
-
-# DuckDB's messages for a commit that is durable in the WAL although the checkpoint after it failed, for a
-# database instance invalidated by an earlier fatal error, and for a full disk.
-_DURABLE = "COMMIT succeeded and is durable"
-_INVALIDATED = "database has been invalidated"
-_NO_SPACE = ("No space left on device", "Disk quota exceeded", "not enough space")
-
-# The folder, beside an agent file, where new files are built before they are linked into place.
-_CREATING = ".agentlab-creating"
 
 # One live store per file in this process, keyed by the file's real path.
 _open_files: weakref.WeakValueDictionary[str, Store] = weakref.WeakValueDictionary()
@@ -106,11 +60,6 @@ _open_files_lock = threading.Lock()
 
 def _file_key(path: str) -> str:
     return os.path.realpath(os.path.abspath(path))
-
-
-def _is_disk_full(exc: BaseException) -> bool:
-    text = str(exc)
-    return any(marker in text for marker in _NO_SPACE)
 
 
 @dataclass(frozen=True)
@@ -146,175 +95,6 @@ class _Materialised:
         if self._table is None:
             return pd.DataFrame()
         return self._table.to_pandas()
-
-
-def _connect(path: str, read_only: bool) -> duckdb.DuckDBPyConnection:
-    """Open ``path`` with agentlab's configuration, translating DuckDB's open errors into typed ones."""
-    try:
-        return duckdb.connect(path, read_only=read_only and path != MEMORY, config=dict(_CONFIG))
-    except duckdb.Error as exc:
-        text = str(exc)
-        match = _LOCK_DETAIL.search(text)
-        if match or "Could not set lock" in text:
-            raise AgentLockedError(path, match.group(1).strip() if match else "") from None
-        if isinstance(exc, duckdb.IOException) and _is_disk_full(exc):
-            raise DiskFullError(path, "opening it") from exc
-        if isinstance(exc, (duckdb.IOException, duckdb.SerializationException, duckdb.InternalException,
-                            duckdb.InvalidInputException, duckdb.FatalException)):
-            raise AgentFileError(path, _open_reason(path, text)) from exc
-        raise
-
-
-def _open_reason(path: str, text: str) -> str:
-    if os.path.isdir(path):
-        return "it is a directory"
-    for marker, reason in (("Read-only file system", "its file system is read-only"),
-                           ("Permission denied", "this process may not write it")):
-        if marker in text:
-            return f"{reason}; open it with read_only=True to read it"
-    try:
-        size = os.path.getsize(path)
-    except OSError:
-        size = -1
-    if size == 0:
-        return "it is an empty file (perhaps an interrupted creation by an older agentlab)"
-    try:
-        with open(path, "rb") as handle:
-            magic = handle.read(16)
-    except OSError as exc:
-        return f"it cannot be read ({exc.strerror})"
-    if magic.startswith(b"SQLite format 3"):
-        return "it is a SQLite database, not DuckDB"
-    if magic.startswith(b"PAR1"):
-        return "it is a Parquet file, not DuckDB"
-    if "Could not read enough bytes" in text:
-        return "it is truncated (shorter than its own header says)"
-    if "not a valid DuckDB database file" in text:
-        return "it is not a DuckDB database file"
-    return text.splitlines()[0] if text else "DuckDB could not open it"
-
-
-def _check_ownership(conn: duckdb.DuckDBPyConnection, path: str) -> bool:
-    """Whether the file already carries agentlab's schema table; refuse another application's DuckDB file."""
-    if conn.execute(_HAS_MIGRATIONS).fetchone()[0]:
-        return True
-    if conn.execute(_OBJECTS).fetchone()[0]:
-        raise AgentFileError(
-            path, "it is a DuckDB database of another application (it has tables but no agentlab schema)"
-        )
-    return False
-
-
-def _migrate(conn: duckdb.DuckDBPyConnection, path: str, migrations: Sequence[Migration], read_only: bool) -> None:
-    has_table = _check_ownership(conn, path)
-    applied = [r[0] for r in conn.execute(
-        "SELECT name FROM _agentlab_migrations ORDER BY applied_at, name"
-    ).fetchall()] if has_table else []
-    known = {m.name for m in migrations}
-    unknown = [name for name in applied if name not in known]
-    if unknown and not read_only:
-        raise SchemaTooNewError(path, file_version=applied[-1], known_version=migrations[-1].name
-                                if migrations else "none", unknown=unknown)
-    done = set(applied)
-    pending = [m for m in migrations if m.name not in done]
-    if not pending:
-        return
-    if read_only:
-        raise MigrationError(
-            f"{path} needs schema migrations {[m.name for m in pending]}; "
-            "open it once read-write (read_only=False) to upgrade it."
-        )
-    if not has_table:
-        conn.execute(_MIGRATIONS_TABLE)
-    for migration in pending:
-        conn.execute("BEGIN TRANSACTION")
-        try:
-            migration.apply(conn)
-            conn.execute("INSERT INTO _agentlab_migrations (name) VALUES (?)", [migration.name])
-        except BaseException as exc:
-            conn.execute("ROLLBACK")
-            if isinstance(exc, duckdb.Error) and _is_disk_full(exc):
-                raise DiskFullError(path, f"applying migration {migration.name}") from exc
-            raise MigrationError(f"Migration {migration.name} failed and was rolled back: {exc}") from exc
-        conn.execute("COMMIT")
-
-
-def _remove_quietly(path: Path) -> None:
-    for candidate in (path, path.with_name(path.name + ".wal")):
-        try:
-            candidate.unlink()
-        except OSError:
-            pass  # already gone, or a file system that refuses writes (then nothing was created either)
-
-
-def _sweep_stale_creations(folder: Path) -> None:
-    """Remove temporary files of creations whose process died (on this host) before linking them into place."""
-    pattern = re.compile(rf"^\..+\.{re.escape(socket.gethostname())}-(\d+)-[0-9a-f]{{8}}\.creating(\.wal)?$")
-    try:
-        entries = list(folder.iterdir())
-    except OSError:
-        return
-    for stale in entries:
-        match = pattern.match(stale.name)
-        if match is None:
-            continue
-        try:
-            os.kill(int(match.group(1)), 0)
-        except ProcessLookupError:
-            try:
-                stale.unlink()
-            except OSError:
-                pass
-        except (PermissionError, ValueError, OverflowError):
-            continue
-
-
-def _create_file(path: Path, migrations: Sequence[Migration]) -> None:
-    """Create the migrated file at ``path`` atomically: build it under a temporary name, then link it in.
-
-    If another process creates ``path`` first, its file is kept and this one discarded.
-    """
-    # Temporary files live in a folder of their own beside the agents, so that sweeping the leftovers of killed
-    # creations lists a handful of files, not every agent of the class; the folder goes once it is empty.
-    work = path.parent / _CREATING
-    temp = work / f".{path.name}.{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}.creating"
-    try:
-        for attempt in range(5):
-            work.mkdir(exist_ok=True)
-            _sweep_stale_creations(work)
-            try:
-                conn = _connect(str(temp), False)
-                break
-            except (AgentFileError, DiskFullError) as exc:
-                if isinstance(exc, DiskFullError):
-                    raise DiskFullError(str(path), "creating it") from None
-                if not work.exists() and attempt < 4:
-                    continue  # another creator removed the emptied folder just now
-                raise AgentFileError(str(path), f"it cannot be created in {path.parent} ({exc.reason})") from None
-        try:
-            _migrate(conn, str(path), migrations, False)
-        finally:
-            conn.close()  # checkpoints: the file is complete and no WAL is left
-        try:
-            os.link(temp, path)
-        except FileExistsError:
-            pass  # another process won the race; open its file
-        except OSError:
-            # File systems without hard links: rename, which cannot refuse an existing target, so look first.
-            if not path.exists():
-                os.replace(temp, path)
-    except OSError as exc:
-        if exc.errno == errno.ENOSPC:
-            raise DiskFullError(str(path), "creating it") from exc
-        if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-            raise AgentFileError(str(path), f"it cannot be created here ({exc.strerror})") from exc
-        raise
-    finally:
-        _remove_quietly(temp)
-        try:
-            work.rmdir()  # only once empty: other creations may still be under way
-        except OSError:
-            pass
 
 
 class Store:
@@ -360,7 +140,7 @@ class Store:
         self._derived: dict[str, Any] = {}
         steps = MIGRATIONS if migrations is None else migrations
         if self.path == MEMORY:
-            self._conn = _connect(self.path, False)
+            self._conn = connect(self.path, False)
             self._migrate_or_close(steps)
             return
         key = _file_key(self.path)
@@ -376,8 +156,8 @@ class Store:
                     f"No agent file at {self.path}; open it once without read_only=True to create it."
                 )
             if not read_only and not file.exists():
-                _create_file(file, steps)
-            self._conn = _connect(self.path, read_only)
+                create_file(file, steps)
+            self._conn = connect(self.path, read_only)
             self._migrate_or_close(steps)
         except BaseException:
             with _open_files_lock:
@@ -387,10 +167,10 @@ class Store:
 
     def _migrate_or_close(self, migrations: Sequence[Migration]) -> None:
         try:
-            _migrate(self.conn, self.path, migrations, self.read_only)
+            migrate(self.conn, self.path, migrations, self.read_only)
         except duckdb.Error as exc:  # the header was readable, its catalog or tables are not
             self.close()
-            raise AgentFileError(self.path, _open_reason(self.path, str(exc))) from exc
+            raise AgentFileError(self.path, open_reason(self.path, str(exc))) from exc
         except BaseException:
             self.close()
             raise
@@ -448,7 +228,7 @@ class Store:
                 pass
         self._health = replace(self._health, reopened=self._health.reopened + 1)
         try:
-            self._conn = _connect(self.path, self.read_only)
+            self._conn = connect(self.path, self.read_only)
         except AgentlabError:
             if raise_errors:
                 raise
@@ -534,7 +314,7 @@ class Store:
                 try:
                     conn.execute("COMMIT")
                 except duckdb.FatalException as exc:
-                    if _DURABLE not in str(exc):
+                    if DURABLE not in str(exc):
                         raise
                     durable_failure = exc
             except BaseException as exc:
@@ -550,7 +330,7 @@ class Store:
                     callback()
                 if isinstance(exc, duckdb.FatalException):
                     self._reopen()
-                if isinstance(exc, duckdb.Error) and _is_disk_full(exc):
+                if isinstance(exc, duckdb.Error) and is_disk_full(exc):
                     raise DiskFullError(self.path, "committing a write") from exc
                 raise
             self._depth = 0
@@ -636,7 +416,7 @@ class Store:
             try:
                 cursor = conn.execute(query, params) if params is not None else conn.execute(query)
             except duckdb.Error as exc:
-                if isinstance(exc, duckdb.FatalException) and _DURABLE in str(exc) and not self._depth:
+                if isinstance(exc, duckdb.FatalException) and DURABLE in str(exc) and not self._depth:
                     # An autocommitted statement that is stored; only the checkpoint after it failed.
                     self._mark_unhealthy(exc)
                     return self.conn.execute("SELECT NULL WHERE false")
@@ -658,7 +438,7 @@ class Store:
                 rel = self.conn.sql(query, params=list(params) if params else None)
                 return _Materialised(rel.to_arrow_table() if rel is not None else None)
             except duckdb.Error as exc:
-                if isinstance(exc, duckdb.FatalException) and _DURABLE in str(exc) and not self._depth:
+                if isinstance(exc, duckdb.FatalException) and DURABLE in str(exc) and not self._depth:
                     self._mark_unhealthy(exc)
                     return _Materialised(None)
                 if isinstance(exc, duckdb.FatalException):
@@ -668,7 +448,7 @@ class Store:
     def _translate(self, exc: duckdb.Error, query: str) -> AgentlabError:
         if "read-only mode" in str(exc) or "read only mode" in str(exc):
             return ReadOnlyAgentError(f"{self.path} is open read-only; reopen it with read_only=False to write.")
-        if _is_disk_full(exc):
+        if is_disk_full(exc):
             return DiskFullError(self.path, "running a statement")
         return SqlError(query, exc)
 
