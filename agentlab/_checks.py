@@ -8,8 +8,10 @@ because DuckDB and the JSON encoder refuse such values only halfway through a wr
 
 from __future__ import annotations
 
+import json
 import math
 import numbers
+from collections.abc import Mapping
 from typing import Any
 
 from agentlab.errors import InvalidArgumentError
@@ -68,3 +70,17 @@ def check_text(name: str, value: Any, *, empty: bool = True) -> str:
                 f"{exc.start}), which UTF-8 cannot store. Pass the text decoded properly."
             ) from None
     return str(value)
+
+
+def metadata_json(metadata: Mapping[str, Any] | None, key: str) -> str | None:
+    """``metadata`` as JSON object text (None for no metadata), or a TypeError naming ``key``."""
+    if metadata is None or metadata == {}:
+        return None
+    if not isinstance(metadata, Mapping):
+        raise TypeError(f"Metadata of {key!r} must be a dict or None, not {type(metadata).__name__}.")
+    try:
+        return json.dumps(dict(metadata), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(
+            f"Metadata of {key!r} is not JSON ({exc}); use str, int, finite float, bool, None, lists and dicts."
+        ) from None

@@ -10,7 +10,8 @@ import pytest
 from agentlab.search.embedders import HashEmbedder, MiniLMEmbedder
 from agentlab.errors import EmbedderError, InvalidArgumentError, ReadOnlyAgentError, StoreInUseError
 from agentlab.store.database import Store
-from agentlab.search.vectors import VectorEntry, VectorHit, VectorStore, _caches, content_hash, drop_namespace
+from agentlab.search.faiss_index import vector_indexes as _caches
+from agentlab.search.vectors import VectorEntry, VectorHit, VectorStore, content_hash, drop_namespace
 
 FACTS = [
     ("pet", "Melanie adopted a puppy last spring", {"speaker": "Melanie"}),

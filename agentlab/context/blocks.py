@@ -22,65 +22,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
+from agentlab.context.config import ContextConfig, block_for
 from agentlab.context.prompt import ContextBlock, render_prompt
-from agentlab.context.providers import (
-    ReadonlyProvider,
-    SearchProvider,
-    SkillProvider,
-    WritableProvider,
-)
 from agentlab.context.tokens import estimate_string_tokens
 from agentlab.context.tools import context_tools, run_tool
 from agentlab.errors import BlockBudgetError, BlockNotFoundError, BlockReadonlyError, ContextError, ContextProviderError
 
 __all__ = ["ContextBlocks", "ContextConfig"]
-
-
-@dataclass
-class ContextConfig:
-    """How one block is configured (upstream ``ContextConfig``).
-
-    Attributes:
-        label: The block's name (upper-cased in the prompt header, used by the tools).
-        description: Shown in the header and in the ``set_context`` description.
-        max_tokens: Write budget (estimated tokens); None for no budget.
-        provider: Where the text comes from; its kind is recognised by its methods (:mod:`agentlab.context.providers`).
-    """
-
-    label: str
-    description: str | None = None
-    max_tokens: int | None = None
-    provider: Any = None
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.label, str) or not self.label:
-            raise ValueError(f"A context block needs a non-empty string label, got {self.label!r}.")
-        if self.max_tokens is not None and (
-            isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or self.max_tokens < 0
-        ):
-            raise ValueError(f"max_tokens of block {self.label!r} must be a non-negative int or None.")
-        if self.provider is not None and not isinstance(self.provider, ReadonlyProvider):
-            raise TypeError(
-                f"The provider of block {self.label!r} ({self.provider!r}) has no get() method; "
-                "see agentlab.context.providers."
-            )
-
-
-def _block_for(config: ContextConfig, content: str) -> ContextBlock:
-    provider = config.provider
-    return ContextBlock(
-        label=config.label,
-        description=config.description,
-        content=content,
-        tokens=estimate_string_tokens(content),
-        max_tokens=config.max_tokens,
-        writable=isinstance(provider, WritableProvider),
-        is_skill=isinstance(provider, SkillProvider),
-        is_searchable=isinstance(provider, SearchProvider),
-    )
 
 
 class ContextBlocks:
@@ -191,7 +142,7 @@ class ContextBlocks:
                     pass
             return
         self._failed.pop(config.label, None)
-        self._blocks[config.label] = _block_for(config, content)
+        self._blocks[config.label] = block_for(config, content)
 
     def _ensure_loaded(self) -> None:
         if not self._loaded:
@@ -213,7 +164,7 @@ class ContextBlocks:
             if label in self._blocks:
                 return self._blocks[label]
             config = self._configs.get(label)
-            return None if config is None else _block_for(config, "")
+            return None if config is None else block_for(config, "")
 
     def _spec_list(self) -> list[ContextBlock]:
         specs = (self.block_spec(label) for label in self._configs)

@@ -23,16 +23,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from agentlab._checks import check_count
+from agentlab._checks import check_count, metadata_json
 from agentlab.errors import EmbedderError, InvalidArgumentError
 from agentlab.search.embedders import Embedder, check_embeddings, encode_batched
+from agentlab.search.faiss_index import Row, VectorIndex, array_view, single_threaded, vector_indexes, vector_matrix
 from agentlab.store.database import Store
 
 _NAMESPACE_SQL = "SELECT model_id, dimension, generation FROM vector_namespaces WHERE namespace = ?"
@@ -91,7 +92,6 @@ SELECT ?, content_hash, vector FROM _agentlab_vector_batch
 ON CONFLICT DO NOTHING
 """
 
-Row = tuple[str, str, "str | None"]  # key, content, metadata JSON
 
 
 @dataclass(frozen=True)
@@ -113,70 +113,9 @@ class VectorHit:
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
-class _Cache:
-    """The FAISS index of one namespace and the rows its ids point to, as of one generation."""
-
-    def __init__(self, dimension: int, generation: int) -> None:
-        import faiss
-
-        self.index = faiss.IndexIDMap2(faiss.IndexFlatIP(dimension))
-        self.rows: dict[int, Row] = {}  # in memory so a search needs no DuckDB round trip per hit
-        self.generation = generation
-
-
-def _caches(store: Store) -> dict[str, _Cache]:
-    """Caches per namespace, shared by every VectorStore on ``store``; they go with the store, and are
-    dropped after SQL from outside (rebuilt from DuckDB on the next search)."""
-    return store.derived("vector_caches", dict, reset=dict.clear)
-
-
 def content_hash(content: str) -> str:
     """The sha256 hex digest of ``content`` (UTF-8): the embedding table's key with ``model_id``."""
     return hashlib.sha256(content.encode("utf-8")).hexdigest()
-
-
-def _metadata_json(metadata: Mapping[str, Any] | None, key: str) -> str | None:
-    if metadata is None or metadata == {}:
-        return None
-    if not isinstance(metadata, Mapping):
-        raise TypeError(f"Metadata of {key!r} must be a dict or None, not {type(metadata).__name__}.")
-    try:
-        return json.dumps(dict(metadata), ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(
-            f"Metadata of {key!r} is not JSON ({exc}); use str, int, finite float, bool, None, lists and dicts."
-        ) from None
-
-
-def _numpy(array: Any, dtype: Any) -> np.ndarray:
-    # Read the Arrow buffer directly: Array.to_numpy() imports pandas, seconds in a cold process.
-    if array.null_count:
-        raise EmbedderError("A stored vector contains NULL values; drop_namespace() and add the entries again.")
-    values = np.frombuffer(array.buffers()[1], dtype=dtype) if len(array) else np.empty(0, dtype)
-    return values[array.offset : array.offset + len(array)]
-
-
-def _matrix(column: Any, dimension: int) -> np.ndarray:
-    """A FLOAT[] Arrow array as an (n, dimension) float32 array (a view of its buffer)."""
-    flat = column.flatten()
-    if len(flat) != len(column) * dimension:
-        raise EmbedderError(
-            f"Stored vectors are not all {dimension}-dimensional (was the file edited by hand?); "
-            "call drop_namespace() and add the entries again."
-        )
-    return _numpy(flat, np.float32).reshape(len(column), dimension)
-
-
-@contextmanager
-def _single_threaded(faiss: Any) -> Iterator[None]:
-    # One query over a flat index is memory-bound; on this project's 2 shared cores a second OpenMP
-    # thread made p50 4x slower (60-85 ms against 15-35 ms at 100k x 384). The setting is per thread.
-    previous = faiss.omp_get_max_threads()
-    faiss.omp_set_num_threads(1)
-    try:
-        yield
-    finally:
-        faiss.omp_set_num_threads(previous)
 
 
 def _check_k(k: Any) -> int:
@@ -269,7 +208,7 @@ class VectorStore:
                 limit = min(limit, len(ids))
             if limit == 0:
                 return []
-            with _single_threaded(faiss):
+            with single_threaded(faiss):
                 scores, found = cache.index.search(query, limit, params=params)
             hits = [(cache.rows[int(i)], float(s)) for i, s in zip(found[0], scores[0]) if i != -1]
         return [VectorHit(key, s, content, json.loads(meta) if meta else {}) for (key, content, meta), s in hits]
@@ -358,7 +297,7 @@ class VectorStore:
                 raise ValueError(f"Keys must be non-empty strings, got {key!r}.")
             if not isinstance(content, str):
                 raise TypeError(f"Content of {key!r} must be a string, not {type(content).__name__}.")
-            batch[key] = (content, content_hash(content), _metadata_json(metadata, key))
+            batch[key] = (content, content_hash(content), metadata_json(metadata, key))
         return batch
 
     def _plan(self, batch: dict[str, Row]) -> tuple[dict[str, tuple], dict[str, str]]:
@@ -456,7 +395,7 @@ class VectorStore:
         """
         old = self._namespace_row()[2]
         new = self._one(_BUMP_SQL, [self.namespace])[0]
-        caches, namespace = _caches(self.store), self.namespace
+        caches, namespace = vector_indexes(self.store), self.namespace
         if namespace not in caches:
             return  # nothing built yet: the first search builds from DuckDB
 
@@ -477,7 +416,7 @@ class VectorStore:
                     if unknown := sorted(set(hashes.values()) - vectors.keys()):
                         sql = _HASHES_SQL.format(vector=", vector")
                         table = self._arrow(sql, [self.embedder.model_id, unknown])
-                        matrix = _matrix(table.column("vector").combine_chunks(), self.embedder.dimension)
+                        matrix = vector_matrix(table.column("vector").combine_chunks(), self.embedder.dimension)
                         vectors.update(zip(table.column("content_hash").to_pylist(), matrix))
                     matrix = np.stack([vectors[h] for h in hashes.values()]).astype(np.float32, copy=False)
                     cache.index.add_with_ids(matrix, np.fromiter(hashes, dtype=np.int64, count=len(hashes)))
@@ -488,23 +427,23 @@ class VectorStore:
 
         self.store.after_commit(apply)
 
-    def _current_cache(self) -> _Cache:
+    def _current_cache(self) -> VectorIndex:
         row = self._namespace_row()
         self._check_space(row)
         generation = 0 if row is None else row[2]
-        caches = _caches(self.store)
+        caches = vector_indexes(self.store)
         cache = caches.get(self.namespace)
         if cache is not None and cache.generation == generation:
             return cache
         with self._snapshot():  # generation, vectors and rows from one consistent read
             row = self._namespace_row()
             self._check_space(row)
-            cache = _Cache(self.embedder.dimension, 0 if row is None else row[2])
+            cache = VectorIndex(self.embedder.dimension, 0 if row is None else row[2])
             vectors = self._arrow(_NAMESPACE_VECTORS_SQL, [self.embedder.model_id, self.namespace])
             for batch in vectors.to_batches():  # batch by batch: no extra copy of all vectors
                 if batch.num_rows:
-                    ids = _numpy(batch.column("id"), np.int64)
-                    cache.index.add_with_ids(_matrix(batch.column("vector"), self.embedder.dimension), ids)
+                    ids = array_view(batch.column("id"), np.int64)
+                    cache.index.add_with_ids(vector_matrix(batch.column("vector"), self.embedder.dimension), ids)
             rows = self._arrow(_NAMESPACE_ROWS_SQL, [self.namespace])
             columns = [rows.column(name).to_pylist() for name in ("id", "key", "content", "metadata")]
             cache.rows = dict(zip(columns[0], zip(*columns[1:])))
@@ -548,6 +487,6 @@ def drop_namespace(store: Store, namespace: str) -> int:
         sql = "DELETE FROM vector_entries WHERE namespace = ? RETURNING id"
         deleted = store.execute(sql, [namespace]).fetchall()
         store.execute("DELETE FROM vector_namespaces WHERE namespace = ?", [namespace])
-        caches = _caches(store)
+        caches = vector_indexes(store)
         store.after_commit(lambda: caches.pop(namespace, None))
     return len(deleted)
