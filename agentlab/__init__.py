@@ -14,6 +14,7 @@ from .errors import AgentlabError
 from .manager import SessionManager
 from .multi import open_many
 from .portable import import_
+from .serve.rpc import rpc
 from .providers import (
     AgentSkillProvider,
     FolderSkillProvider,
@@ -24,6 +25,8 @@ from .providers import (
 from .session import Session
 from .store import Store
 from .summarizers import ClaudeSummarizer, ExtractiveSummarizer
+
+callable = rpc  # noqa: A001 - upstream's name, for use as @agentlab.callable(); not in __all__ (builtin)
 
 try:
     __version__ = version("agentlab")
@@ -51,4 +54,5 @@ __all__ = [
     "get_agent",
     "import_",
     "open_many",
+    "rpc",
 ]
