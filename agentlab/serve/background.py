@@ -162,5 +162,5 @@ def _bind(host: str, port: int) -> socket.socket:
     except OSError as exc:
         sock.close()
         raise ServeError(f"Cannot listen on {host}:{port} ({exc.strerror or exc}); choose another --port.") from None
-    sock.set_inheritable(True)
+    sock.listen(2048)  # clients that come before uvicorn runs wait in the backlog instead of being refused
     return sock

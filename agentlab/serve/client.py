@@ -89,6 +89,7 @@ class AgentClient:
         self.frames: deque[Any] = deque(maxlen=10_000)
         self.close_code: int | None = None
         self.close_reason = ""
+        self.read_error: BaseException | None = None  # what ended the reader, when it was not a close
         self._state: Any = _UNSET
         self._state_follows = False
         self._identified = False
@@ -96,7 +97,9 @@ class AgentClient:
         self._calls: dict[str, _Call] = {}
         self._cond = threading.Condition()
         try:
-            self._ws = connect(self.url, open_timeout=timeout, additional_headers=headers, max_size=max_frame_bytes)
+            self._ws = connect(
+                self.url, open_timeout=timeout, additional_headers=headers, max_size=max_frame_bytes, legacy=True
+            )
         except InvalidStatus as exc:
             status = exc.response.status_code
             body = exc.response.body.decode("utf-8", "replace") if exc.response.body else ""
@@ -251,8 +254,8 @@ class AgentClient:
         except ConnectionClosed as exc:
             if exc.rcvd is not None:
                 code, reason = exc.rcvd.code, exc.rcvd.reason
-        except Exception:  # a broken socket: the client is closed either way
-            pass
+        except Exception as exc:  # a broken socket or a callback that raised: the client is closed either way
+            self.read_error = exc
         self._finish(code, reason)
 
     def _dispatch(self, message: str | bytes) -> None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import inspect
 import json
-import warnings
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -34,6 +34,7 @@ from .rpc import MethodLookupError, Stream, check_json, resolve
 Flush = Callable[[], None]
 
 _NOT_JSON = object()
+_log = logging.getLogger("agentlab.serve")
 
 
 def encode(frame: Any) -> str:
@@ -69,11 +70,11 @@ def is_rpc_frame(frame: Any) -> bool:
 
 
 def report(agent: Any, error: BaseException) -> None:
-    """Hand ``error`` to the agent's ``on_error``; an ``on_error`` that raises is only warned about."""
+    """Hand ``error`` to the agent's ``on_error``; an ``on_error`` that raises is only logged."""
     try:
         agent.on_error(error)
-    except Exception as exc:  # the server must keep serving whatever a hook does
-        warnings.warn(f"{type(agent).__name__}.on_error raised {type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=2)
+    except Exception:  # the server must keep serving whatever a hook does (a warning turned error, too)
+        _log.exception("%s.on_error raised while handling %s: %s", type(agent).__name__, type(error).__name__, error)
 
 
 def error_text(error: BaseException) -> str:
