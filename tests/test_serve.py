@@ -470,3 +470,37 @@ class TestOwnershipAndTurns:
         with pytest.raises(AgentConnectionError):
             client.call("add", 1)
         assert get_agent(Recorder, "kept", root=tmp_path / "served").state == {"count": 6}
+
+
+class TestCommandLine:
+    """`agentlab serve` errors are one line on stderr and exit status 1 (run in process: same code path)."""
+
+    @pytest.mark.parametrize(
+        ("spec", "message"),
+        [
+            ("no_such_module_xyz:Thing", "importing no_such_module_xyz failed: ModuleNotFoundError"),
+            ("json", "is not MODULE:CLASS"),
+            ("json:nothing_here", "json has no attribute 'nothing_here'"),
+            ("json:dumps", "is not a class but function"),
+            ("json:JSONDecoder", "Only Agent subclasses can be served"),
+            ("tests/js/missing.py:Counter", "there is no file tests/js/missing.py"),
+        ],
+    )
+    def test_a_class_that_cannot_be_served_is_one_line(self, spec, message, capsys, tmp_path):
+        from agentlab.cli import main
+
+        assert main(["serve", spec, "--root", str(tmp_path), "--port", "0"]) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err and err.startswith("agentlab serve: ")
+
+    def test_a_busy_port_or_a_served_root_is_one_line(self, serve, capsys, tmp_path):
+        from agentlab.cli import main
+
+        first = serve()
+        spec = "tests/js/served_agents.py:Counter"
+        assert main(["serve", spec, "--root", str(tmp_path / "other"), "--port", str(first.port)]) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"Cannot listen on 127.0.0.1:{first.port}" in err
+        assert main(["serve", spec, "--root", str(first.app.root), "--port", "0"]) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "already serves the agents in" in err

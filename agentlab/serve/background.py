@@ -111,6 +111,7 @@ def start(
     handle = ServerHandle(server, uv, thread, host, bound_port)
     while not uv.started:
         if not thread.is_alive():
+            server.release_root()
             raise ServeError(f"The server on {handle.url} stopped while starting; see its log above.")
         thread.join(0.01)
     return handle

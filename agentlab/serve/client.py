@@ -211,7 +211,8 @@ class AgentClient:
         try:
             self._ws.close()
         finally:
-            self._reader.join(5)
+            if threading.current_thread() is not self._reader:  # close() from a callback must not wait on itself
+                self._reader.join(5)
             self._finish(None, "")
 
     def __enter__(self) -> AgentClient:

@@ -107,7 +107,10 @@ class Outbox:
         elif threading.get_ident() == self.loop_thread:
             target.push(text)
         else:
-            self.loop.call_soon_threadsafe(target.push, text)
+            try:
+                self.loop.call_soon_threadsafe(target.push, text)
+            except RuntimeError:  # the server has stopped: nobody is left to read it
+                pass
 
     def run_turn(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
         """Run ``fn(*args)`` on this worker thread, collecting the frames it sends into one batch."""
@@ -206,6 +209,7 @@ class Hub:
                     del self.entries[key]
                 raise
             if not entry.agent.closed:
+                entry.last_used = time.monotonic()  # not idle while the caller sets up its connection
                 return entry
             self.forget(key, entry)  # closed behind the server's back (agent.close() in a notebook)
         raise RuntimeError(f"agent {name!r} keeps closing while it is being opened")

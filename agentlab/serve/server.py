@@ -100,6 +100,10 @@ class AgentServer:
         """
         self._root_lock.acquire(holder or default_holder())
 
+    def release_root(self) -> None:
+        """Give the root folder's lock back (``shutdown`` does; so does a ``start()`` that failed)."""
+        self._root_lock.release()
+
     @property
     def agents(self) -> dict[tuple[str, str], Any]:
         """The agents open now, by (URL class name, name)."""
@@ -119,7 +123,7 @@ class AgentServer:
         try:
             await self.hub.close_all()
         finally:
-            self._root_lock.release()
+            self.release_root()
             self._started = False
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
