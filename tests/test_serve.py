@@ -326,6 +326,7 @@ class TestProtocol:
         loud = AgentClient(handle.url, Recorder, "q")
         assert quiet.call("add", 4) == 4
         loud.set_state({"count": 7})
+        loud.call("add", 0)  # a round trip: the state frame was handled before the answer came
         assert quiet.call("add", 0) == 7
         assert [f["type"] for f in quiet.frames] == ["rpc", "rpc"]
         assert quiet.name is None and not quiet.has_state
@@ -392,18 +393,20 @@ class TestOwnershipAndTurns:
 
     def test_turns_of_one_agent_never_overlap_and_different_agents_run_together(self, serve):
         handle = serve()
-
-        def calls(name, label, results):
-            with AgentClient(handle.url, Recorder, name) as client:
-                results.append(client.call("slow", 0.3, label))
-
+        clients = {key: AgentClient(handle.url, Recorder, key[0]) for key in [("one", "a"), ("one", "b"),
+                                                                          ("two", "two"), ("three", "three")]}
+        start_together = threading.Barrier(len(clients))
         same, apart = [], []
-        threads = [threading.Thread(target=calls, args=("one", label, same)) for label in "ab"]
-        threads += [threading.Thread(target=calls, args=(name, name, apart)) for name in ("two", "three")]
+
+        def calls(key, client):
+            start_together.wait()
+            (same if key[0] == "one" else apart).append(client.call("slow", 1.0, key[1]))
+
+        threads = [threading.Thread(target=calls, args=item) for item in clients.items()]
         for thread in threads:
             thread.start()
         for thread in threads:
-            thread.join(10)
+            thread.join(20)
         (_, b1, e1), (_, b2, e2) = sorted(same, key=lambda r: r[1])
         assert e1 <= b2, "two calls to one agent overlapped"
         (_, b3, e3), (_, b4, e4) = sorted(apart, key=lambda r: r[1])

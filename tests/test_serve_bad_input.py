@@ -17,6 +17,7 @@ import time
 
 import pytest
 import uvicorn
+from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from agentlab import Agent, get_agent, rpc
@@ -123,7 +124,7 @@ class TestFramesTooLarge:
         other = AgentClient(server.url, Target, "t")
         with _open(server) as ws:
             ws.send(json.dumps({"type": "cf_agent_state", "state": {"count": 5, "pad": "x" * 10_000_000}}))
-            with pytest.raises(Exception):
+            with pytest.raises(ConnectionClosed):
                 while True:
                     ws.recv(timeout=5)
             assert ws.close_code == 1009
@@ -146,7 +147,7 @@ class TestFramesTooLarge:
                 for _ in range(3):
                     ws.recv(timeout=5)
                 ws.send(json.dumps({"type": "cf_agent_state", "state": {"count": 5, "pad": "x" * 5000}}))
-                with pytest.raises(Exception):
+                with pytest.raises(ConnectionClosed):
                     while True:
                         ws.recv(timeout=5)
                 assert ws.close_code == 1009 and "at most 1000 bytes" in ws.close_reason

@@ -90,7 +90,7 @@ def load_class(spec: str) -> type:
         raise
     except Exception as exc:  # whatever the user's module raised while importing
         raise ServeConfigError(f"{spec!r}: importing {module_name} failed: {type(exc).__name__}: {exc}") from None
-    obj = module
+    obj: Any = module
     for part in attr.split("."):
         obj = getattr(obj, part, None)
         if obj is None:

@@ -187,6 +187,8 @@ class Hub:
     async def acquire(self, key: tuple[str, str], cls: type, name: str) -> Served:
         """The open entry of agent ``name`` of ``cls``, opening the agent if needed.
 
+        The entry counts as busy (never closed for idleness) until the caller calls :meth:`release`.
+
         Raises:
             AgentlabError: Opening failed (``AgentLockedError`` when another process holds the file).
         """
@@ -209,7 +211,7 @@ class Hub:
                     del self.entries[key]
                 raise
             if not entry.agent.closed:
-                entry.last_used = time.monotonic()  # not idle while the caller sets up its connection
+                entry.busy += 1  # not idle while the caller sets up its connection or request
                 return entry
             self.forget(key, entry)  # closed behind the server's back (agent.close() in a notebook)
         raise RuntimeError(f"agent {name!r} keeps closing while it is being opened")
@@ -220,6 +222,11 @@ class Hub:
             return get_agent(entry.cls, entry.name, root=self.root), not was_live
 
         entry.agent, entry.owned = await self.in_thread(open_agent)
+
+    def release(self, entry: Served) -> None:
+        """The caller of :meth:`acquire` is done setting up (its socket is registered, or its request answered)."""
+        entry.busy -= 1
+        entry.last_used = time.monotonic()
 
     def forget(self, key: tuple[str, str], entry: Served) -> None:
         if self.entries.get(key) is entry:

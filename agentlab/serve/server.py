@@ -196,6 +196,8 @@ class AgentServer:
         except Exception as exc:
             report(entry.agent, exc)
             return _error(500, error_text(exc))
+        finally:
+            self.hub.release(entry)
 
     # -- WebSocket -----------------------------------------------------------------------------
 
@@ -217,10 +219,14 @@ class AgentServer:
         except AgentlabError as exc:
             await _deny(scope, receive, send, _error(423 if isinstance(exc, AgentLockedError) else 500, str(exc)))
             return
-        await send({"type": "websocket.accept"})
-        sock = ClientSocket(
-            self.hub, entry, send, max_message_bytes=self.max_message_bytes, max_queue_bytes=self.max_queue_bytes
-        )
+        try:
+            await send({"type": "websocket.accept"})
+            sock = ClientSocket(
+                self.hub, entry, send, max_message_bytes=self.max_message_bytes, max_queue_bytes=self.max_queue_bytes
+            )
+            entry.sockets.add(sock)
+        finally:
+            self.hub.release(entry)
         await sock.serve(receive, request_from_scope(scope, route.rest))
 
     async def _before(self, hook: Hook | None, conn: Any, route: Route) -> Response | None:

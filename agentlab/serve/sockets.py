@@ -90,8 +90,9 @@ class ClientSocket:
                 killed = asyncio.ensure_future(self._killed.wait())
                 await asyncio.wait({reader, killed}, return_when=asyncio.FIRST_COMPLETED)
                 killed.cancel()
-                if reader.done() and not reader.cancelled() and reader.exception() is None and reader.result():
-                    code, reason = reader.result()
+                left = reader.result() if reader.done() and not reader.cancelled() and not reader.exception() else None
+                if left is not None:
+                    code, reason = left
                     client_left = True
                 else:
                     reader.cancel()
