@@ -48,6 +48,11 @@ def run(args: argparse.Namespace) -> int:
                 f"agentlab serve needs the serve extra ({exc.name} is missing): pip install 'agentlab[serve]'."
             ) from None
 
+        if args.host not in ("127.0.0.1", "localhost", "::1"):
+            print(f"agentlab serve: warning: {args.host} is reachable from other machines and this command has no "
+                  "authentication; anyone who reaches it can read and change every agent in the root. Serve "
+                  "agentlab.serve.app(..., on_before_connect=..., on_before_request=...) instead.", file=sys.stderr)
+
         def announce(url: str, server: Any) -> None:
             names = ", ".join(sorted(server.classes))
             print(f"agentlab: serving {names} from {server.root} at {url}/{'/'.join(server.prefix)}/<class>/<name>",
