@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup demo test test-fast browser bench clean
+.PHONY: setup demo test test-fast browser js bench clean
 
 setup: $(STAMP)
 
@@ -28,10 +28,16 @@ $(STAMP): pyproject.toml | $(BIN)/python
 browser:
 	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)
 
+# Node (Debian's) and the pinned official `agents` + `ws` npm packages for the conformance test
+# (tests/test_serve_js.py). Scripts stay off: nothing the client needs runs one.
+js:
+	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq nodejs npm >/dev/null)
+	cd tests/js && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
+
 demo: setup
 	$(BIN)/agentlab demo
 
-test: setup browser
+test: setup browser js
 	$(BIN)/python -m pytest
 
 test-fast: setup
@@ -41,4 +47,4 @@ bench: setup
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) agentlab-data .pytest_cache
+	rm -rf $(VENV) agentlab-data .pytest_cache tests/js/node_modules

@@ -19,8 +19,11 @@ from agentlab.context import (
 )
 from agentlab.errors import AgentlabError
 from agentlab.frames import open_many, plot
+from agentlab.serve.rpc import rpc
 from agentlab.session import Session, SessionManager, create_compact_function
 from agentlab.store import Store
+
+callable = rpc
 
 try:
     __version__ = version("agentlab")
@@ -49,4 +52,5 @@ __all__ = [
     "import_",
     "open_many",
     "plot",
+    "rpc",
 ]

@@ -1,4 +1,4 @@
-"""The ``agentlab`` command line: ``agentlab demo`` tours the toolkit offline; more commands later.
+"""The ``agentlab`` command line: ``demo`` tours the toolkit offline, ``chat``, ``eval``, ``serve`` agents.
 
 Invariant: the demo needs no API key and no network, and writes only under its data folder.
 """
@@ -43,6 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     from agentlab.eval.runner import add_command as add_eval_command
 
     add_eval_command(commands)
+    from .serve.cli import add_parser as add_serve_parser
+
+    add_serve_parser(commands)
     return parser
 
 

@@ -24,6 +24,7 @@ SCRIPTS = {
     "eval": ["eval_bench.py"],
     "widgets": ["widgets_bench.py"],
     "reliability": ["reliability.py"],
+    "serve": ["serve_bench.py"],
 }
 
 

@@ -182,9 +182,14 @@ class TestConnections:
         frames = []
         game.connect(on_message=frames.append)
         assert frames == [
-            {"name": "g", "agent": "game", "type": "cf_agent_identity"},
+            {"name": "g", "agent": "game", "type": "cf_agent_identity", "stateFollows": True},
             {"state": {"players": [], "round": 0}, "type": "cf_agent_state"},
         ]
+
+    def test_identity_says_no_state_follows_when_there_is_none(self, tmp_path):
+        frames = []
+        get_agent(Plain, "p", root=tmp_path).connect(on_message=frames.append)
+        assert frames == [{"name": "p", "agent": "plain", "type": "cf_agent_identity"}]
 
     def test_changes_reach_every_connection_except_the_source(self, tmp_path):
         game = get_agent(Game, "g", root=tmp_path)

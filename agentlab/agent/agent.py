@@ -20,10 +20,17 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from agentlab._hooks import Accessor
-from agentlab.agent.connection import Connection, Frame
+from agentlab.agent.connection import Connection, Frame, current_connection
 from agentlab.agent.sql import SqlRunner
 from agentlab.agent.state import delete_state_row, read_state_row, to_json, write_state_row
-from agentlab.errors import AgentClassConflictError, AgentClosedError, AgentlabError, StateError, StateRejectedError
+from agentlab.errors import (
+    AgentClassConflictError,
+    AgentClosedError,
+    AgentlabError,
+    ReadonlyConnectionError,
+    StateError,
+    StateRejectedError,
+)
 from agentlab.store.database import Store
 from agentlab.store.naming import agent_path, kebab_case, resolve_root, validate_name
 
@@ -189,7 +196,11 @@ class Agent:
             StateNotJSONError: ``state`` is not JSON (names the offending path); nothing changes.
             StateRejectedError: :meth:`validate_state_change` raised; nothing changes.
             ReadOnlyAgentError: The agent was opened read-only.
+            ReadonlyConnectionError: Called while serving a readonly connection (an RPC it made).
         """
+        acting = current_connection()
+        if acting is not None and acting.readonly:
+            raise ReadonlyConnectionError()
         self._set_state_internal(state, "server")
 
     def merge_state(self, partial: dict[str, Any]) -> Any:
@@ -257,6 +268,8 @@ class Agent:
         on_state: Any = None,
         on_message: Any = None,
         readonly: bool = False,
+        sender: Any = None,
+        request: Any = None,
     ) -> Connection:
         """Open a client connection: it gets the identity frame, then the state if set.
 
@@ -264,13 +277,23 @@ class Agent:
             on_state: Called with the new state on every change made by someone else.
             on_message: Called with every protocol frame (dicts, upstream's message shapes).
             readonly: Refuse state changes from this client.
+            sender: Called with every frame too; ``agentlab.serve`` writes them to the client's socket.
+            request: The upgrade request of a served client; with one, the ``should_*`` hooks decide.
         """
-        connection = Connection(self, on_state=on_state, on_message=on_message, readonly=readonly)
+        connection = Connection(
+            self, on_state=on_state, on_message=on_message, readonly=readonly, sender=sender, request=request
+        )
+        if request is not None:
+            connection.readonly = readonly or bool(self.should_connection_be_readonly(connection, request))
+            connection.protocol = bool(self.should_send_protocol_messages(connection, request))
         with self._lock:
             self._store_checked()
             self._load_state()  # first, so a lazy initial state is not sent twice to this client
             self._connections.append(connection)
-            connection.send({"name": self.name, "agent": kebab_case(type(self).__name__), "type": "cf_agent_identity"})
+            identity = {"name": self.name, "agent": kebab_case(type(self).__name__), "type": "cf_agent_identity"}
+            if self.has_state:  # tells the client to wait for the state before it reports ready
+                identity["stateFollows"] = True
+            connection.send(identity)
             if self.has_state:
                 connection.send({"state": self.state, "type": "cf_agent_state"})
         return connection
@@ -292,6 +315,29 @@ class Agent:
         with self._lock:
             if connection in self._connections:
                 self._connections.remove(connection)
+
+    # -- hooks for served clients (agentlab.serve calls them; in-process connections never do) --
+
+    def on_connect(self, connection: Connection, request: Any) -> Any:
+        """Run after a served client got its connect frames; ``request`` is its upgrade request. May be async."""
+
+    def on_message(self, connection: Connection, message: str | bytes) -> Any:
+        """Handle a client frame that is not protocol: not JSON, binary, or of an unknown type. May be async."""
+
+    def on_close(self, connection: Connection, code: int, reason: str) -> Any:
+        """Run after a served client's socket closed. May be async."""
+
+    def on_request(self, request: Any) -> Any:
+        """Answer HTTP at ``/agents/<class>/<name>``: a Response, JSON, str or bytes; None gives 404. May be async."""
+        return None
+
+    def should_connection_be_readonly(self, connection: Connection, request: Any) -> bool:
+        """Decide, before any frame is sent, whether a served client may change state (default: it may)."""
+        return False
+
+    def should_send_protocol_messages(self, connection: Connection, request: Any) -> bool:
+        """Decide whether a served client gets identity, state and MCP frames (default: yes); RPC works anyway."""
+        return True
 
     # -- notebook accessors (implemented by agentlab.frames and agentlab.views, bound by the package) --------------
 
@@ -356,6 +402,14 @@ def get_agent(
             raise
         _registry[key] = agent
         return agent
+
+
+def live_agent(cls: type[A], name: str, *, root: str | os.PathLike[str] | None = None) -> A | None:
+    """The agent ``name`` of ``cls`` if this process has it open now, else None; never opens a file."""
+    key = os.path.realpath(agent_path(cls.__name__, validate_name(name), resolve_root(root)))
+    with _registry_lock:
+        live = _registry.get(key)
+    return live if live is not None and not live.closed else None  # type: ignore[return-value]
 
 
 def _rebind(live: Agent, cls: type[A]) -> A:

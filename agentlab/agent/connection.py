@@ -1,21 +1,27 @@
-"""Connections: the client side of an agent (widgets, terminals, later remote clients).
+"""Connections: the client side of an agent (widgets, terminals, WebSocket clients of ``agentlab.serve``).
 
 A :class:`Connection` receives the agent's protocol frames (upstream's WebSocket messages, as
 dicts) and can change state through the same path as the server, with itself as the source.
+A served client is the same kind of connection with a ``sender`` that writes each frame to its
+socket, so validation, storage and broadcast order stay the agent's own code.
 
 Frames sent to a connection, in upstream's order on connect:
-``{"type": "cf_agent_identity", "name", "agent"}``, then ``{"type": "cf_agent_state", "state"}``
-if state is set. Later: ``cf_agent_state`` on every change made by someone else (never echoed to
-the connection that made it), ``cf_agent_session`` / ``cf_agent_session_error`` from sessions.
+``{"type": "cf_agent_identity", "name", "agent"}`` (with ``"stateFollows": true`` when state is
+set), then ``{"type": "cf_agent_state", "state"}`` if state is set. Later: ``cf_agent_state`` on
+every change made by someone else (never echoed to the connection that made it),
+``cf_agent_session`` / ``cf_agent_session_error`` from sessions. A connection whose ``protocol``
+is off gets no identity, state or MCP frames, only the rest.
 
-Invariant: a client callback that raises never breaks the write that triggered it; the error goes
-to the agent's ``on_error``.
+Invariant: a client callback or sender that raises never breaks the write that triggered it; the
+error goes to the agent's ``on_error``.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Protocol
 
 from agentlab.errors import ConnectionClosedError, ReadonlyConnectionError, StateError
@@ -35,6 +41,16 @@ class ConnectionHost(Protocol):
 
 Frame = dict[str, Any]
 
+PROTOCOL_FRAMES = frozenset({"cf_agent_identity", "cf_agent_state", "cf_agent_mcp_servers"})
+"""Frame types a connection with ``protocol`` off never receives (upstream's protocol messages)."""
+
+_acting: ContextVar[Connection | None] = ContextVar("agentlab_acting_connection", default=None)
+
+
+def current_connection() -> Connection | None:
+    """The connection whose message the agent is handling right now, or None outside such a call."""
+    return _acting.get()
+
 
 class Connection:
     """One client of an agent. Create with :meth:`Agent.connect`."""
@@ -46,12 +62,17 @@ class Connection:
         on_state: Callable[[Any], None] | None = None,
         on_message: Callable[[Frame], None] | None = None,
         readonly: bool = False,
+        sender: Callable[[Frame], None] | None = None,
+        request: Any = None,
     ) -> None:
         self.id = uuid.uuid4().hex
         self.agent = agent
         self.readonly = readonly
         self.on_state = on_state
         self.on_message = on_message
+        self.sender = sender  # writes frames to a remote client (agentlab.serve); None in process
+        self.request = request  # the upgrade request of a served client
+        self.protocol = True  # False: no identity, state or MCP frames reach this client
         self.closed = False
         self.received: int = 0
 
@@ -63,7 +84,7 @@ class Connection:
 
     def send(self, frame: Frame) -> None:
         """Deliver a frame to this client's callbacks (called by the agent)."""
-        if self.closed:
+        if self.closed or (not self.protocol and frame.get("type") in PROTOCOL_FRAMES):
             return
         self.received += 1
         try:
@@ -71,6 +92,8 @@ class Connection:
                 self.on_state(frame["state"])
             if self.on_message is not None:
                 self.on_message(frame)
+            if self.sender is not None:
+                self.sender(frame)
         except Exception as exc:  # a broken client must not break the writer
             self.agent.on_error(exc)
 
@@ -106,6 +129,19 @@ class Connection:
         except StateError as exc:
             self.agent.on_error(exc)
             self.send({"type": "cf_agent_state_error", "error": "State update rejected"})
+
+    @contextmanager
+    def acting(self) -> Iterator[Connection]:
+        """Mark this connection as the one the agent is serving (see :func:`current_connection`).
+
+        Inside, :meth:`Agent.set_state` refuses to run for a readonly connection, as upstream does for
+        a method a readonly client called.
+        """
+        token = _acting.set(self)
+        try:
+            yield self
+        finally:
+            _acting.reset(token)
 
     def close(self) -> None:
         """Stop receiving frames. Safe to call twice."""

@@ -1,0 +1,303 @@
+"""The agents a server holds open: one turn at a time per agent, frames carried from worker threads to sockets.
+
+An agent is opened (``get_agent``) on the first request that names it and stays open while anything uses it.
+Every call into an agent (a client's frame, an HTTP request, a connect or close) is one *turn*: turns of one
+agent run one after another in arrival order, turns of different agents run at the same time on a pool of
+worker threads. An agent that has had no socket, no in-process connection and no turn for ``idle_timeout``
+seconds is closed, releasing its DuckDB file; the next request opens it again.
+
+Frames an agent sends during a turn (its broadcasts, RPC answers) are collected and handed to the event loop in
+one batch when the turn ends, in the order they were sent; a stream's chunks are handed over as they are made.
+
+Invariants:
+
+* One server process owns the agents of a root folder: :class:`RootLock` holds an exclusive lock on a file in
+  it for the server's lifetime, so a second server on the same root fails at start-up, even for agents the
+  first one has closed while idle.
+* An agent is closed only after its last turn has finished, and it is opened again only after that close.
+* The server closes only agents it opened itself; an agent a notebook had open before stays open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import socket as socketlib
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from agentlab.agent import get_agent
+from agentlab.agent.agent import live_agent
+from agentlab.errors import ServeRootLockedError
+
+from .protocol import encode
+
+try:  # POSIX only; elsewhere the lock is a no-op and the DuckDB file lock is the only guard
+    import fcntl
+except ImportError:  # pragma: no cover
+    fcntl = None  # type: ignore[assignment]
+
+LOCK_NAME = ".agentlab-serve.lock"
+
+
+class RootLock:
+    """An exclusive lock on ``<root>/.agentlab-serve.lock`` that says which server owns the root."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.path = root / LOCK_NAME
+        self._fd: int | None = None
+
+    def acquire(self, holder: str) -> None:
+        """Take the lock, writing ``holder`` into the file for the error a second server shows.
+
+        Raises:
+            ServeRootLockedError: Another server holds it (in this process or another).
+        """
+        if self._fd is not None or fcntl is None:
+            return
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            other = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip()
+            os.close(fd)
+            raise ServeRootLockedError(str(self.root), other) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, holder.encode("utf-8"), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor drops the lock
+            self._fd = None
+
+
+def default_holder() -> str:
+    return f"pid {os.getpid()} on {socketlib.gethostname()}"
+
+
+class Outbox:
+    """Carries frames from the threads that run turns to the sockets on the event loop.
+
+    ``post`` is the sender of every served :class:`~agentlab.agent.connection.Connection`. A frame broadcast to many
+    connections is encoded once (the agent hands the same dict to each of them).
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, loop_thread: int) -> None:
+        self.loop = loop
+        self.loop_thread = loop_thread
+        self._local = threading.local()
+
+    def post(self, target: Any, frame: dict[str, Any]) -> None:
+        local = self._local
+        if getattr(local, "frame", None) is frame:
+            text = local.text
+        else:
+            text = encode(frame)
+            local.frame, local.text = frame, text
+        pending = getattr(local, "pending", None)
+        if pending is not None:
+            pending.append((target, text))
+        elif threading.get_ident() == self.loop_thread:
+            target.push(text)
+        else:
+            try:
+                self.loop.call_soon_threadsafe(target.push, text)
+            except RuntimeError:  # the server has stopped: nobody is left to read it
+                pass
+
+    def run_turn(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+        """Run ``fn(*args)`` on this worker thread, collecting the frames it sends into one batch."""
+        local = self._local
+        local.pending = []
+        try:
+            return fn(*args)
+        finally:
+            self.flush()
+            local.pending = None
+            local.frame = local.text = None  # do not keep the last frame alive
+
+    def flush(self) -> None:
+        """Hand the frames collected so far to the loop now (a stream's chunks)."""
+        pending = getattr(self._local, "pending", None)
+        if pending:
+            self._local.pending = []
+            self.loop.call_soon_threadsafe(_deliver, pending)
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # the awaiting caller may have gone; its error is not "never retrieved"
+
+
+def _deliver(batch: Iterable[tuple[Any, str]]) -> None:
+    for target, text in batch:
+        target.push(text)
+
+
+class Served:
+    """One agent the server holds open, with its turn lock and the sockets connected to it."""
+
+    def __init__(self, cls: type, name: str) -> None:
+        self.cls = cls
+        self.name = name
+        self.agent: Any = None
+        self.owned = False  # opened by this server (so the server may close it)
+        self.turn = asyncio.Lock()
+        self.sockets: set[Any] = set()
+        self.busy = 0
+        self.last_used = time.monotonic()
+        self.opening: asyncio.Future[Any] | None = None
+
+    def idle_for(self, now: float) -> float:
+        if self.busy or self.sockets or self.agent is None or self.agent.connections:
+            return 0.0
+        return now - self.last_used
+
+
+class Hub:
+    """Opens, serialises and closes the agents of one root folder."""
+
+    def __init__(self, root: Path, *, idle_timeout: float | None, threads: int) -> None:
+        self.root = root
+        self.idle_timeout = idle_timeout
+        self.entries: dict[tuple[str, str], Served] = {}
+        self._closing: dict[tuple[str, str], asyncio.Future[Any]] = {}
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="agentlab-serve")
+        self.outbox: Outbox | None = None
+        self._sweeper: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.outbox = Outbox(loop, threading.get_ident())
+        if self.idle_timeout is not None and self._sweeper is None:
+            self._sweeper = loop.create_task(self._sweep_forever())
+
+    async def in_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        assert self.outbox is not None
+        return await loop.run_in_executor(self._pool, self.outbox.run_turn, fn, args)
+
+    async def acquire(self, key: tuple[str, str], cls: type, name: str) -> Served:
+        """The open entry of agent ``name`` of ``cls``, opening the agent if needed.
+
+        The entry counts as busy (never closed for idleness) until the caller calls :meth:`release`.
+
+        Raises:
+            AgentlabError: Opening failed (``AgentLockedError`` when another process holds the file).
+        """
+        for _ in range(3):
+            entry = self.entries.get(key)
+            if entry is None:
+                closing = self._closing.get(key)
+                if closing is not None:
+                    await asyncio.shield(closing)
+                entry = self.entries.get(key)
+            if entry is None:
+                entry = Served(cls, name)
+                self.entries[key] = entry
+                entry.opening = asyncio.ensure_future(self._open(entry))
+            assert entry.opening is not None
+            try:
+                await asyncio.shield(entry.opening)
+            except BaseException:
+                if self.entries.get(key) is entry:
+                    del self.entries[key]
+                raise
+            if not entry.agent.closed:
+                entry.busy += 1  # not idle while the caller sets up its connection or request
+                return entry
+            self.forget(key, entry)  # closed behind the server's back (agent.close() in a notebook)
+        raise RuntimeError(f"agent {name!r} keeps closing while it is being opened")
+
+    async def _open(self, entry: Served) -> None:
+        def open_agent() -> tuple[Any, bool]:
+            was_live = live_agent(entry.cls, entry.name, root=self.root) is not None
+            return get_agent(entry.cls, entry.name, root=self.root), not was_live
+
+        entry.agent, entry.owned = await self.in_thread(open_agent)
+
+    def release(self, entry: Served) -> None:
+        """The caller of :meth:`acquire` is done setting up (its socket is registered, or its request answered)."""
+        entry.busy -= 1
+        entry.last_used = time.monotonic()
+
+    def forget(self, key: tuple[str, str], entry: Served) -> None:
+        if self.entries.get(key) is entry:
+            del self.entries[key]
+        for sock in list(entry.sockets):
+            sock.kill(1012, "The agent was closed; reconnect to reopen it.")
+
+    async def run(self, entry: Served, fn: Callable[..., Any], *args: Any) -> Any:
+        """One turn of ``entry``'s agent: ``fn(*args)`` on a worker thread, then any awaitable it returned.
+
+        A caller that is cancelled stops waiting, but the turn itself runs to its end and keeps the agent
+        until then, so no two turns of one agent ever overlap.
+        """
+        turn = asyncio.ensure_future(self._turn(entry, fn, args))
+        turn.add_done_callback(_retrieve)
+        return await asyncio.shield(turn)
+
+    async def _turn(self, entry: Served, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+        entry.busy += 1
+        try:
+            async with entry.turn:
+                result = await self.in_thread(fn, *args)
+                if inspect.isawaitable(result):
+                    result = await result
+                return result
+        finally:
+            entry.busy -= 1
+            entry.last_used = time.monotonic()
+
+    async def _sweep_forever(self) -> None:
+        assert self.idle_timeout is not None
+        interval = min(max(self.idle_timeout / 4, 0.05), 5.0)
+        while True:
+            await asyncio.sleep(interval)
+            await self.sweep()
+
+    async def sweep(self) -> None:
+        """Close every agent idle for longer than ``idle_timeout``; drop entries whose agent was closed."""
+        now = time.monotonic()
+        for key, entry in list(self.entries.items()):
+            if entry.opening is None or not entry.opening.done() or entry.agent is None:
+                continue
+            if entry.agent.closed:
+                self.forget(key, entry)
+            elif self.idle_timeout is not None and entry.idle_for(now) > self.idle_timeout:
+                self._close_entry(key, entry)
+
+    def _close_entry(self, key: tuple[str, str], entry: Served) -> asyncio.Future[Any]:
+        del self.entries[key]
+
+        async def close() -> None:
+            try:
+                async with entry.turn:  # after the last turn that was already waiting
+                    if entry.owned:
+                        await self.in_thread(entry.agent.close)
+            finally:
+                self._closing.pop(key, None)
+
+        task = asyncio.ensure_future(close())
+        self._closing[key] = task
+        return task
+
+    async def close_all(self) -> None:
+        """Close every agent this server opened (at shutdown), then stop the worker threads."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
+        tasks = [self._close_entry(key, entry) for key, entry in list(self.entries.items()) if entry.agent is not None]
+        tasks += list(self._closing.values())
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        self._pool.shutdown(wait=True)
+
