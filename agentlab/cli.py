@@ -43,6 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .evaluate import add_command as add_eval_command
 
     add_eval_command(commands)
+    from .experiments.cli import add_command as add_experiment_command
+
+    add_experiment_command(commands)
     return parser
 
 
