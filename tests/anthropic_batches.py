@@ -88,7 +88,7 @@ class BatchClaude(OfflineClaude):
             return {"type": "succeeded", "message": message}
         if verdict in ("expired", "canceled"):
             return {"type": verdict}
-        kind, error_type = verdict
+        _, error_type = verdict
         return {"type": "errored", "error": {"type": "error", "error": {"type": error_type, "message": {
             "invalid_request_error": "max_tokens: Field required",
             "api_error": "Internal server error",

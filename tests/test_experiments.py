@@ -309,8 +309,8 @@ class TestCommandLine:
 
     def test_a_dry_run_prints_the_cost_estimate_without_a_key(self, capsys, monkeypatch):
         monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-        code, out = self.run("bundled", "--policies", "none", "--qa", "--dry-run", "--runs", "2", "--no-progress",
-                             "--qa-cache", "none", capsys=capsys)
+        code, out = self.run("bundled", "--policies", "none,aggressive", "--qa", "--dry-run", "--runs", "2",
+                             "--no-progress", "--qa-cache", "none", capsys=capsys)
         assert code == 0
-        assert "answers: 80 requests via Message Batches (50% off)" in out.out
-        assert "judges (at most): 80 requests" in out.out
+        assert "answers: 160 requests via Message Batches (50% off)" in out.out  # 2 policies x 40 x 2 runs
+        assert "judges (at most): 160 requests" in out.out  # one per answer, even for the same question

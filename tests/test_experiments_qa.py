@@ -59,7 +59,8 @@ class TestAnswering:
         assert len(frames["requests"]) == 4 * n  # answers and judges, two runs each
         assert len(frames["results"]) == 4 * n and set(frames["results"]["result_type"]) == {"succeeded"}
         assert len(frames["usage"]) == 4 * n and frames["usage"]["batch"].all()
-        assert frames["usage"]["cost_usd"].gt(0).all() and result.spent == pytest.approx(frames["usage"]["cost_usd"].sum())
+        assert frames["usage"]["cost_usd"].gt(0).all()
+        assert result.spent == pytest.approx(frames["usage"]["cost_usd"].sum())
         # the estimate came first, then the batches
         assert lines[0].startswith("answers: ") and lines[1].startswith("judges (at most): ")
         assert lines[2].startswith("batch msgbatch_01") and "sent" in lines[2]
@@ -73,6 +74,13 @@ class TestAnswering:
         assert second.spent == 0.0 and second.answers["cached"].all()
         assert list(second.answers["label"]) == list(first.answers["label"])
         assert "expected $0.00" in lines[0] and lines[0].startswith("answers: 0 requests")
+
+    def test_a_cache_given_as_a_path_is_released_afterwards(self, replayed, tmp_path):
+        path = tmp_path / "released.duckdb"
+        run_qa(replayed, BatchClaude(responder), str(path), runs=1)
+        reopened = RequestCache(path)  # a second store on a file still held would raise StoreInUseError
+        assert len(reopened.frames()["usage"]) == 2 * len(replayed.per_question)
+        reopened.close()
 
     def test_the_prompt_is_the_policys_visible_history_and_the_question(self, replayed):
         claude = BatchClaude(responder)
@@ -140,7 +148,7 @@ class TestAnswering:
 
     def test_dry_run_sends_nothing(self, replayed):
         claude = BatchClaude(responder)
-        result, lines = run_qa(replayed, claude, None, dry_run=True)
+        result, _ = run_qa(replayed, claude, None, dry_run=True)
         assert claude.calls == [] and result.answers.empty and result.estimate.requests > 0
 
     def test_a_replay_without_prompts_is_refused(self):

@@ -201,12 +201,12 @@ class Runner:
                 self._direct(r, requests)
             return
         chunks = self._chunks(requests)
-        waiting = []
+        waiting: list[str] = []
         for i, chunk in enumerate(chunks):
             upper = estimate((r.params for r in chunk), batch=True, prices=self.prices).upper_usd
             if not self._fits(upper) and waiting:
                 self._collect(waiting)  # finish what is in flight: its actual cost is usually well below the bound
-                waiting = []
+                waiting.clear()
             if not self._fits(upper):
                 unsent = sum(len(c) for c in chunks[i:])
                 raise BudgetExceededError(self._committed(), upper, float(self.budget or 0), unsent)

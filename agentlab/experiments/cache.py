@@ -25,7 +25,7 @@ import json
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from agentlab.migrations import Migration
 
@@ -105,7 +105,7 @@ class RequestCache:
         path: The DuckDB file (created with its folder), or ``None`` for an in-memory store.
     """
 
-    _open: dict[str, RequestCache] = {}
+    _open: ClassVar[dict[str, RequestCache]] = {}  # one live cache per file in this process
 
     def __init__(self, path: str | os.PathLike[str] | None) -> None:
         from agentlab.store import Store
@@ -148,7 +148,7 @@ class RequestCache:
             return
         with self.store.transaction():
             known = self._known([r[0] for r in rows])
-            fresh = [r for r in dict((r[0], r) for r in rows).values() if r[0] not in known]
+            fresh = [r for r in {r[0]: r for r in rows}.values() if r[0] not in known]
             for row in fresh:
                 self.store.execute("INSERT INTO requests (key, kind, model, params) VALUES (?, ?, ?, ?)", list(row))
 

@@ -47,7 +47,8 @@ def add_command(commands: Any) -> None:
     qa.add_argument("--direct", action="store_true", help="one messages.create per request instead of batches")
     qa.add_argument("--dry-run", action="store_true", help="print the cost estimate and send nothing")
     qa.add_argument("--price", help="USD per million input,output tokens for a model without a known price")
-    qa.add_argument("--qa-cache", default="default", help="request cache file ('none': in memory; default $AGENTLAB_HOME/cache)")
+    qa.add_argument("--qa-cache", default="default",
+                    help="request cache file ('none': in memory; default $AGENTLAB_HOME/cache)")
     qa.add_argument("--qa-out", help="write the answers and labels to this Parquet file")
     parser.set_defaults(func=_command)
 
@@ -159,5 +160,5 @@ def _price(text: str, model: str | None, judge_model: str | None) -> dict[str, A
         raise ExperimentError(f"--price takes two numbers, USD per million input and output tokens, e.g. "
                               f"--price 1,5; not {text!r}.") from None
     price = Price(rate_in, rate_out)
-    default = resolve_settings().model
+    default = str(resolve_settings().model)
     return {model or default: price, judge_model or model or default: price}

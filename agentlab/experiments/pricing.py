@@ -63,7 +63,7 @@ def price_for(model: str, prices: Mapping[str, Price] | None = None) -> Price:
         PricingError: No entry matches (the message says how to give one).
     """
     table = {**PRICES, **(prices or {})}
-    matches = [key for key in table if model == key or model.startswith(key + "-") or model.startswith(key + "@")]
+    matches = [key for key in table if model == key or model.startswith((key + "-", key + "@"))]
     if not matches:
         raise PricingError(f"No price is known for model {model!r}, so the cost cannot be estimated before sending. "
                            "Pass prices={'" + model + "': Price(input, output)} (USD per million tokens), or on "

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from agentlab.errors import BudgetExceededError, ExperimentError, InvalidArgumentError
 
 from .batches import Outcome, Request, Runner
+from .cache import RequestCache
 from .pricing import Estimate, Price
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ fact, leaves out what the gold answer says, or says the conversation does not te
 
 Reply with one word: CORRECT or WRONG."""
 
-_LABEL = re.compile(r"\b(CORRECT|WRONG)\b", re.I)
+_LABEL = re.compile(r"\b(CORRECT|WRONG)\b", re.IGNORECASE)
 # Two-sided 95% Student's t quantiles for 1..30 degrees of freedom; 1.96 beyond.
 _T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
@@ -214,8 +215,8 @@ def answer(
         raise InvalidArgumentError(f"runs must be a whole number of 1 or more, not {runs!r}.")
     from agentlab.settings import resolve_settings
 
-    model = model or resolve_settings().model
-    judge_model = judge_model or model
+    model = str(model or resolve_settings().model)
+    judge_model = str(judge_model or model)
     extra = dict(request_fields or {})
     wanted = None if categories is None else {str(c) for c in categories}
     emit = out or (lambda line: None)
@@ -226,52 +227,57 @@ def answer(
     runner = Runner(client, cache, mode=mode, budget=budget, prices=prices, poll_interval=poll_interval, out=out,
                     **runner_options)
 
-    items = []  # (row, answer request)
-    for row in results.per_question.itertuples(index=False):
-        question = results.questions.get((row.conversation_id, row.question_id))
-        if question is None or question.answer is None or (wanted is not None and str(row.category) not in wanted):
-            continue
-        context = results.contexts[(row.policy, row.conversation_id, row.asked_after)]
-        params = _answer_params(context, question.question, results.speakers.get(row.conversation_id, []), model,
-                                max_tokens, extra)
-        for run in range(runs):
-            items.append((row, question, run, Request.make("answer", params, run)))
-    answers = [r for *_, r in items]
-    # Judge requests depend on the answers. For answers in the cache they are known exactly (and may be cached
-    # too); for the others a placeholder answer as long as the answer's whole output limit stands in: the most
-    # such a judge request can cost.
-    known = runner.cache.succeeded(r.key for r in answers)
-    placeholder = "x " * max_tokens
-    judges_upper = [Request.make("judge", _judge_params(
-        q.question, q.answer, Outcome(r.key, "succeeded", known[r.key]).text if r.key in known else placeholder,
-        judge_model, judge_max_tokens, extra), run) for _, q, run, r in items]
-    first = runner.estimate(answers)
-    second = runner.estimate(judges_upper)
-    total = first + second
-    emit(f"answers: {first}")
-    emit(f"judges (at most): {second}")
-    if dry_run:
-        return QAResults(_answer_frame([]), total, 0.0, runs, {"model": model, "dry_run": True})
-    if budget is not None and total.upper_usd > budget:
-        raise BudgetExceededError(0.0, total.upper_usd, budget, total.requests)
+    owned = not isinstance(cache, RequestCache)  # a cache opened here is closed again, so others may use it
+    try:
+        items = []  # (row, answer request)
+        for row in results.per_question.itertuples(index=False):
+            question = results.questions.get((row.conversation_id, row.question_id))
+            if question is None or question.answer is None or (wanted is not None and str(row.category) not in wanted):
+                continue
+            context = results.contexts[(row.policy, row.conversation_id, row.asked_after)]
+            params = _answer_params(context, question.question, results.speakers.get(row.conversation_id, []), model,
+                                    max_tokens, extra)
+            for run in range(runs):
+                items.append((row, question, run, Request.make("answer", params, run)))
+        answers = [r for *_, r in items]
+        # Judge requests depend on the answers. For answers in the cache they are known exactly (and may be cached
+        # too); for the others a placeholder answer as long as the answer's whole output limit stands in (the most
+        # such a judge request can cost), one per answer: placeholders must not merge into one request.
+        known = runner.cache.succeeded(r.key for r in answers)
+        placeholder = "x " * max_tokens
+        judges_upper = [Request.make("judge", _judge_params(
+            q.question, q.answer, Outcome(r.key, "succeeded", known[r.key]).text if r.key in known
+            else placeholder + r.key, judge_model, judge_max_tokens, extra), run) for _, q, run, r in items]
+        first = runner.estimate(answers)
+        second = runner.estimate(judges_upper)
+        total = first + second
+        emit(f"answers: {first}")
+        emit(f"judges (at most): {second}")
+        if dry_run:
+            return QAResults(_answer_frame([]), total, 0.0, runs, {"model": model, "dry_run": True})
+        if budget is not None and total.upper_usd > budget:
+            raise BudgetExceededError(0.0, total.upper_usd, budget, total.requests)
 
-    got = runner.run(answers)
-    judge_requests: dict[str, Request] = {}
-    for row, question, run, request in items:
-        outcome = got[request.key]
-        if outcome.status == "succeeded":
-            judge_requests[request.key] = Request.make(
-                "judge", _judge_params(question.question, question.answer, outcome.text, judge_model,
-                                       judge_max_tokens, extra), run)
-    judged = runner.run(judge_requests.values())
-    records = []
-    for row, question, run, request in items:
-        outcome = got[request.key]
-        judge = judged.get(judge_requests[request.key].key) if request.key in judge_requests else None
-        records.append(_record(row, question, run, outcome, judge))
-    frame = _answer_frame(records)
-    emit(f"spent ${runner.spent:.2f}; {int(frame['label'].notna().sum()):,} of {len(frame):,} answers judged")
-    return QAResults(frame, total, runner.spent, runs, {"model": model, "judge_model": judge_model, "mode": mode})
+        got = runner.run(answers)
+        judge_requests: dict[str, Request] = {}
+        for row, question, run, request in items:
+            outcome = got[request.key]
+            if outcome.status == "succeeded":
+                judge_requests[request.key] = Request.make(
+                    "judge", _judge_params(question.question, question.answer, outcome.text, judge_model,
+                                           judge_max_tokens, extra), run)
+        judged = runner.run(judge_requests.values())
+        records = []
+        for row, question, run, request in items:
+            outcome = got[request.key]
+            judge = judged.get(judge_requests[request.key].key) if request.key in judge_requests else None
+            records.append(_record(row, question, run, outcome, judge))
+        frame = _answer_frame(records)
+        emit(f"spent ${runner.spent:.2f}; {int(frame['label'].notna().sum()):,} of {len(frame):,} answers judged")
+        return QAResults(frame, total, runner.spent, runs, {"model": model, "judge_model": judge_model, "mode": mode})
+    finally:
+        if owned:
+            runner.cache.close()
 
 
 def _record(row: Any, question: Any, run: int, outcome: Outcome, judge: Outcome | None) -> dict[str, Any]:

@@ -80,6 +80,7 @@ class _Run:
     matcher: Any
     evidence: dict[str, str]  # message id -> turn text, for every evidence turn of the questions in scope
     cited_by: dict[str, list[str]]
+    turn_of: dict[str, str]  # message id -> turn id
     appended: int = 0
     state: dict[str, str] = field(default_factory=dict)  # message id -> verbatim | summary | lost
     compaction_rows: list[dict[str, Any]] = field(default_factory=list)
@@ -123,7 +124,7 @@ class _Run:
             self.drop_rows.append({
                 "policy": self.policy.name, "conversation_id": self.conversation.id, "compaction": index,
                 "compaction_id": record.get("id"), "appended_turns": self.appended,
-                "turn_id": mid.split("/", 1)[1], "before": before, "after": after,
+                "turn_id": self.turn_of[mid], "before": before, "after": after,
                 "cited_by": list(self.cited_by.get(mid, ())), "text": self.evidence[mid],
             })
         self.compaction_rows.append({
@@ -253,8 +254,9 @@ def _target(policy: Policy, conversation: Conversation, root: Path | None) -> An
     return get_agent(Agent, f"{policy.name}/{conversation.id}", root=root)
 
 
-def _replay_one(policy: Policy, conversation: Conversation, questions: list[Question], *, match: Any,
-                root: Path | None, claude: Callable[[], Any] | None, keep: dict[Any, _Context] | None,
+def _replay_one(policy: Policy, conversation: Conversation, questions: list[Question],
+                points: dict[int, list[Question]], *, match: Any, root: Path | None,
+                claude: Callable[[], Any] | None, keep: dict[Any, _Context] | None,
                 writer: Callable[..., Any] | None) -> _Run:
     from agentlab.importing import turn_message
     from agentlab.tokens import estimate_message_tokens
@@ -269,17 +271,20 @@ def _replay_one(policy: Policy, conversation: Conversation, questions: list[Ques
         running += estimate_message_tokens([m])
         tokens_after[i] = running
     cited: dict[str, list[str]] = {}
+    turn_of: dict[str, str] = {}
     for q in questions:
         for t in q.evidence:
-            cited.setdefault(f"{conversation.id}/{t}", []).append(q.id)
-    evidence = {mid: turns[turn_index[mid.split("/", 1)[1]]].text for mid in cited}
+            mid = f"{conversation.id}/{t}"
+            cited.setdefault(mid, []).append(q.id)
+            turn_of[mid] = t
+    evidence = {mid: turns[turn_index[t]].text for mid, t in turn_of.items()}
     target = _target(policy, conversation, root)
     try:
         session = _session_for(policy, target, conversation.id, claude)
-        run = _Run(policy, conversation, session, make_matcher(match, policy.summarizer_name), evidence, cited)
+        run = _Run(policy, conversation, session, make_matcher(match, policy.summarizer_name), evidence, cited,
+                   turn_of)
         session.on_compacted(run.on_compacted)
         session.on_compaction_error(run.errors.append)
-        points = _question_points(conversation, questions)
         for i, message in enumerate(messages):
             session.append_message(message)
             run.appended = i + 1
@@ -288,7 +293,8 @@ def _replay_one(policy: Policy, conversation: Conversation, questions: list[Ques
                 run.state[mid] = "verbatim"
             if policy.blocks and (i + 1 == len(turns) or turns[i + 1].session_id != turns[i].session_id):
                 if writer is not None:
-                    start = next(j for j in range(i, -1, -1) if j == 0 or turns[j - 1].session_id != turns[i].session_id)
+                    start = next(j for j in range(i, -1, -1)
+                                 if j == 0 or turns[j - 1].session_id != turns[i].session_id)
                     writer(session, turns[start:i + 1])
                 session.refresh_system_prompt()  # the next dataset session opens with the blocks as written
             if i in points:
@@ -351,7 +357,9 @@ def replay(
     elif conversations is not None:
         ids = set(conversations)
         selected = [c for c in selected if c.id in ids]
-    claude = _claude_factory(chosen, client, cache)
+    asked = {c.id: [q for q in c.questions if wanted is None or q.category in wanted] for c in selected}
+    points = {c.id: _question_points(c, asked[c.id]) for c in selected}  # a bad asked_after fails before any work
+    claude, opened = _claude_factory(chosen, client, cache)
     folder = Path(root) if root is not None else None
     keep: dict[Any, _Context] | None = {} if keep_prompts else None
     pairs = [(p, c) for p in chosen for c in selected]
@@ -370,10 +378,8 @@ def replay(
             started = time.perf_counter()
             if bar is not None:
                 bar.set_postfix_str(f"{policy.name} {conversation.id}")
-            questions = [q for q in conversation.questions if wanted is None or q.category in wanted]
-            writer = _writer(policy, claude)
-            run = _replay_one(policy, conversation, questions, match=match, root=folder, claude=claude, keep=keep,
-                              writer=writer)
+            run = _replay_one(policy, conversation, asked[conversation.id], points[conversation.id], match=match,
+                              root=folder, claude=claude, keep=keep, writer=_writer(policy, claude))
             rows += run.rows
             evidence_rows += run.evidence_rows
             compaction_rows += run.compaction_rows
@@ -384,21 +390,25 @@ def replay(
     finally:
         if bar is not None:
             bar.close()
+        if opened is not None:
+            opened.close()  # a cache file opened here is released, so other processes may use it
     return ReplayResults.build(dataset, chosen, rows, evidence_rows, compaction_rows, drop_rows, seconds, keep)
 
 
-def _claude_factory(policies: list[Policy], client: Any, cache: Any) -> Callable[[], Any] | None:
-    """A function returning the (caching) client for policies that call Claude, or None when none does."""
+def _claude_factory(policies: list[Policy], client: Any, cache: Any) -> tuple[Callable[[], Any] | None, Any]:
+    """A function returning the (caching) client for policies that call Claude, or None when none does; and the
+    cache when this call opened it (to be closed after the replay)."""
     if not any(p.needs_model for p in policies):
-        return None
+        return None, None
     from .cache import CachedClient, RequestCache
 
     if client is None:
         from agentlab.settings import build_client, resolve_settings
 
         client = build_client(resolve_settings())  # NoApiKeyError says how to configure a key
-    cached = CachedClient(client, RequestCache.open(cache))
-    return lambda: cached
+    store = RequestCache.open(cache)
+    cached = CachedClient(client, store)
+    return (lambda: cached), (None if isinstance(cache, RequestCache) else store)
 
 
 def _writer(policy: Policy, claude: Callable[[], Any] | None) -> Callable[..., Any] | None:

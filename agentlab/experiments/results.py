@@ -210,7 +210,7 @@ class ReplayResults:
 
         if unit not in ("turns", "tokens"):
             raise ValueError(f"unit must be 'turns' or 'tokens', not {unit!r}.")
-        edges = sorted(set(int(b) for b in bins))
+        edges = sorted({int(b) for b in bins})
         if not edges or edges[0] > 0:
             edges = [0, *edges]
         frame = self.evidence.copy()
