@@ -133,7 +133,13 @@ class TestReplay:
             rows = results.per_question[results.per_question["policy"] == policy]
             assert set(rows["prompt_tokens"]) == {session.estimate_tokens()}
             assert set(rows["compactions"]) == {len(session.get_compactions())}
-            assert len(results.compactions[results.compactions["policy"] == policy]) == len(session.get_compactions())
+            log = results.compactions[results.compactions["policy"] == policy]
+            assert len(log) == len(session.get_compactions())
+            frame = session.compactions_df()
+            frame = frame[frame["kind"] == "compaction"]
+            assert list(log["compaction_id"]) == list(frame["id"])
+            assert list(log["summary_tokens"]) == list(frame["summary_tokens"])
+            assert list(log["tokens_after"]) == list(frame["tokens_after"])
             visible = {m["id"] for m in session.get_history()}
             evidence = results.evidence[results.evidence["policy"] == policy]
             for turn, status in zip(evidence["turn_id"], evidence["status"]):

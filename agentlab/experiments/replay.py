@@ -244,6 +244,18 @@ def _visible(message: dict[str, Any]) -> dict[str, Any]:
             "caption": meta.get("blip_caption"), "text": _joined_text(message)}
 
 
+def _add_frame_columns(run: _Run) -> None:
+    """Complete the compaction log from the session's own frame (``compactions_df``): summary size and ratio."""
+    if not run.compaction_rows:
+        return
+    frame = run.session.compactions_df.arrow().to_pylist()
+    stored = {r["id"]: r for r in frame if r["kind"] == "compaction"}
+    for row in run.compaction_rows:
+        record = stored.get(row["compaction_id"], {})
+        row["summary_tokens"] = record.get("summary_tokens")
+        row["compression_ratio"] = record.get("compression_ratio")
+
+
 def _target(policy: Policy, conversation: Conversation, root: Path | None) -> Any:
     if root is None:
         from agentlab.store import Store
@@ -301,6 +313,7 @@ def _replay_one(policy: Policy, conversation: Conversation, questions: list[Ques
                 rows, evidence_rows = _measure(run, points[i], i, tokens_after, turn_index, keep)
                 run.rows += rows
                 run.evidence_rows += evidence_rows
+        _add_frame_columns(run)
         return run
     finally:
         target.close()

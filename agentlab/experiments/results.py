@@ -7,8 +7,10 @@
   ``evidence_searchable`` with ``search_k``, ``compactions`` ...);
 * ``evidence``: one row per policy x question x evidence turn, with its ``status`` (``verbatim``, ``summary``,
   ``lost``), ``search_rank`` and its distance from the question (``distance_turns``, ``distance_tokens``);
-* ``compactions``: one row per compaction run of each (policy, conversation), with how many evidence turns it
-  hid, kept in its summary, lost, and dropped from an earlier summary;
+* ``compactions``: one row per compaction run of each (policy, conversation), with the session's own figures
+  for it (``tokens_before``, ``tokens_after``, ``messages_covered``; ``summary_tokens`` and
+  ``compression_ratio`` from ``session.compactions_df()``) and how many evidence turns it hid, kept in its
+  summary, lost, and dropped from an earlier summary;
 * ``drops``: one row per (compaction, evidence turn) whose state it changed: which facts each summary lost.
 
 Shares are per question (evidence kept / evidence total, questions without evidence left out) and averaged
@@ -48,7 +50,8 @@ _QUESTION_COLUMNS = [
 _EVIDENCE_COLUMNS = ["policy", "conversation_id", "question_id", "category", "turn_id", "dataset_session",
                      "distance_turns", "distance_tokens", "status", "search_rank", "searchable"]
 _COMPACTION_COLUMNS = ["policy", "conversation_id", "compaction", "compaction_id", "appended_turns",
-                       "tokens_before", "tokens_after", "messages_covered", "history_messages", "evidence_hidden",
+                       "tokens_before", "tokens_after", "messages_covered", "summary_tokens", "compression_ratio",
+                       "history_messages", "evidence_hidden",
                        "evidence_kept_in_summary", "evidence_lost", "evidence_dropped_from_summary"]
 _DROP_COLUMNS = ["policy", "conversation_id", "compaction", "compaction_id", "appended_turns", "turn_id",
                  "before", "after", "cited_by", "text"]
