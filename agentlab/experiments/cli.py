@@ -104,7 +104,7 @@ def _run(args: Any) -> int:
     from agentlab.settings import NO_KEY_HELP
 
     from .policies import resolve_policies
-    from .replay import replay
+    from .replaying import replay
 
     policies = resolve_policies(args.policies)
     if args.qa and not args.dry_run and not os.environ.get("ANTHROPIC_API_KEY"):

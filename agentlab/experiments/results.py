@@ -2,9 +2,14 @@
 
 :class:`ReplayResults` holds four tidy frames:
 
-* ``per_question``: one row per policy x question (the columns :func:`~agentlab.experiments.replay` documents:
-  ``prompt_tokens``, ``evidence_total``, ``evidence_verbatim``, ``evidence_in_summary`` with ``summary_match``,
-  ``evidence_searchable`` with ``search_k``, ``compactions`` ...);
+* ``per_question``: one row per policy x question: ``policy``, ``conversation_id``, ``question_id``,
+  ``category``, ``asked_after`` (the turn after which it was asked), ``prompt_tokens`` (the session estimate at
+  that point: system prompt with its blocks, plus the visible history), ``history_messages``,
+  ``evidence_total`` (evidence turns said by then), ``evidence_verbatim``, ``evidence_in_summary`` (hidden but
+  carried by a summary, by the method named in ``summary_match``), ``evidence_searchable`` (ranked within
+  ``search_k`` by ``session.search`` in ``search_mode``), ``evidence_kept`` (verbatim + in summary),
+  ``evidence_reachable`` (kept or searchable), ``evidence_unseen`` (said after the question), ``compactions``
+  (stored by then) and ``compaction_errors``;
 * ``evidence``: one row per policy x question x evidence turn, with its ``status`` (``verbatim``, ``summary``,
   ``lost``), ``search_rank`` and its distance from the question (``distance_turns``, ``distance_tokens``);
 * ``compactions``: one row per compaction run of each (policy, conversation), with the session's own figures
