@@ -12,7 +12,7 @@ from agentlab.experiments.cache import RequestCache
 from agentlab.experiments.pricing import Price, cost_of, estimate, price_for
 from agentlab.experiments.qa import judge_label
 from anthropic_batches import BatchClaude
-from anthropic_mock import ScriptedClaude, reply, text, tool_use
+from anthropic_mock import ScriptedClaude, invalid_request, overloaded, reply, text, tool_use
 
 TIGHT = ex.Policy("tight", "Compacts above 300 tokens.", ex.Compaction(300, 80))
 
@@ -145,6 +145,27 @@ class TestAnswering:
         assert claude.created() == 0 and claude.message_requests() == 2 * len(result.answers)
         assert not cache.frames()["usage"]["batch"].any()
         assert result.accuracy(None).set_index("policy").loc["none", "accuracy"] == 1.0
+
+    def test_direct_mode_retries_an_overload_and_records_a_refusal(self, replayed):
+        seen = []
+
+        def flaky(body):
+            said = body["messages"][-1]["content"][-1]["text"].lower()
+            if "system" in body and "cello" in said:
+                return invalid_request("max_tokens: Field required")
+            if "system" in body and "dog" in said and not seen:
+                seen.append(1)
+                return overloaded()
+            return responder(body)
+
+        claude = BatchClaude(flaky)
+        cache = RequestCache(None)
+        result, _ = run_qa(replayed, claude, cache, runs=1, mode="direct")
+        status = result.answers.set_index("question")["answer_status"]
+        assert {s for q, s in status.items() if "cello" in q.lower()} == {"errored"}
+        assert {s for q, s in status.items() if "dog" in q.lower()} == {"succeeded"}
+        errors = cache.frames()["results"].query("result_type == 'errored'")["error_type"]
+        assert set(errors) == {"invalid_request_error", "overloaded_error"}
 
     def test_dry_run_sends_nothing(self, replayed):
         claude = BatchClaude(responder)

@@ -299,14 +299,16 @@ class Runner:
         if not self._fits(upper):
             unsent = len(todo) - todo.index(request)
             raise BudgetExceededError(self._committed(), upper, float(self.budget or 0), unsent)
+        from agentlab.api_messages import call_messages_api
+
         try:
-            raw = self.client.messages.with_raw_response.create(**request.params)
-            message = raw.http_response.json()
-        except Exception as exc:
-            body = getattr(exc, "body", None)
+            message = call_messages_api(self.client, dict(request.params))
+        except Exception as exc:  # recorded as the request's outcome; the run goes on with the others
+            cause = getattr(exc, "cause", None) or exc.__cause__ or exc
+            body = getattr(cause, "body", None)
             error_type = ((body or {}).get("error") or {}).get("type") if isinstance(body, Mapping) else None
             self.cache.add_result(request.key, "errored", body if isinstance(body, Mapping) else str(exc),
-                                  error_type=error_type or ("api_error" if _transient(exc) else type(exc).__name__))
+                                  error_type=error_type or ("api_error" if _transient(cause) else type(exc).__name__))
             return
         cost = cost_of(message.get("model"), message.get("usage"), batch=False, prices=self.prices)
         self.spent += cost or 0.0
