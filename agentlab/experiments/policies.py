@@ -25,7 +25,7 @@ numbers come from principles, not from LoCoMo's questions or answers:
 * ``protect_head`` 3 and ``min_tail_messages`` 2 are the reference compactor's defaults, left alone so
   that only the size of the working memory varies;
 * the thresholds form a geometric ladder (x4): 1,000 tokens (about one dated session of a LoCoMo
-  conversation, 780 estimated tokens on average: the working memory of "today"), 4,000 and 16,000 (below
+  conversation, 770 estimated tokens on average: the working memory of "today"), 4,000 and 16,000 (below
   9 of the 10 LoCoMo conversations, which are 12,700-25,600 estimated tokens long, so even the gentle
   rung compacts on most of them). Only conversation lengths were looked at to place the ladder;
 * every default searches with ``mode="any"`` (BM25 over the words of the question) and ``k=10``, the
