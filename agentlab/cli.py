@@ -43,9 +43,13 @@ def build_parser() -> argparse.ArgumentParser:
     from agentlab.eval.runner import add_command as add_eval_command
 
     add_eval_command(commands)
-    from .serve.cli import add_parser as add_serve_parser
+    from agentlab.serve.cli import add_parser as add_serve_parser
 
     add_serve_parser(commands)
+
+    from agentlab.experiments.cli import add_command as add_experiment_command
+
+    add_experiment_command(commands)
     return parser
 
 

@@ -22,6 +22,7 @@ SCRIPTS = {
     "chat": ["chat_bench.py"],
     "frames": ["frames_bench.py"],
     "eval": ["eval_bench.py"],
+    "experiments": ["experiments_bench.py"],
     "widgets": ["widgets_bench.py"],
     "reliability": ["reliability.py"],
     "serve": ["serve_bench.py"],

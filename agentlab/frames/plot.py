@@ -126,3 +126,53 @@ def tokens(session: Any, *, threshold: int | None = None, prompt_tokens: int | N
 
 
 __all__ += ["tokens"]
+
+
+# --- memory policies (agentlab/experiments) -----------------------------------------------------------
+
+
+def policy_frontier(results: Any, *, kept: str = "kept", relative: bool = False, ax: Any = None) -> Figure:
+    """Evidence kept against prompt size: one point per memory policy, with 95% intervals on both axes.
+
+    Args:
+        results: What :func:`agentlab.experiments.replay` returned (anything with a ``frontier(kept)`` method), or
+            the frame that method returns.
+        kept: Which share goes on the y axis: ``"kept"`` (verbatim or in a summary), ``"verbatim"``,
+            ``"in_summary"``, ``"searchable"`` or ``"reachable"`` (kept or found by search).
+        relative: Prompt tokens as a share of the policy that never compacts (``none``), if there is one.
+        ax: Draw into this Axes instead of a new figure.
+
+    Returns:
+        The figure.
+    """
+    import matplotlib.pyplot as plt
+
+    frame = results.frontier(kept) if hasattr(results, "frontier") else results
+    x, low, high = (frame[c].astype(float) for c in ("prompt_tokens", "tokens_low", "tokens_high"))
+    label = "mean prompt tokens at question time"
+    base = frame.loc[frame["policy"] == "none", "prompt_tokens"]
+    if relative and len(base):
+        x, low, high = x / float(base.iloc[0]), low / float(base.iloc[0]), high / float(base.iloc[0])
+        label = "prompt tokens relative to none"
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    else:
+        fig = ax.figure
+    y = frame["kept"].astype(float)
+    for i, name in enumerate(frame["policy"]):
+        ax.errorbar([x.iloc[i]], [y.iloc[i]], xerr=[[x.iloc[i] - low.iloc[i]], [high.iloc[i] - x.iloc[i]]],
+                    yerr=[[y.iloc[i] - frame["kept_low"].iloc[i]], [frame["kept_high"].iloc[i] - y.iloc[i]]],
+                    fmt="o", capsize=3, color=f"C{i}", label=f"{name} (n={int(frame['n'].iloc[i])})")
+        ax.annotate(name, (x.iloc[i], y.iloc[i]), textcoords="offset points", xytext=(6, 6), fontsize=8)
+    if len(frame) > 1 and float(x.min()) > 0:
+        ax.set_xscale("log")
+    ax.set_xlabel(label)
+    ax.set_ylabel(f"share of evidence {kept.replace('_', ' ')}")
+    ax.set_ylim(0, 1.05)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
+__all__ += ["policy_frontier"]
