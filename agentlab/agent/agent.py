@@ -4,7 +4,7 @@ Subclass :class:`Agent` (optionally with ``initial_state``) and reach an agent w
 :func:`get_agent`. One agent per user means one file per user: nothing one agent stores can reach
 another agent's queries or prompts.
 
-State follows upstream's order (spec section 13): validate, persist, broadcast to every connection
+State follows upstream's order: validate, persist, broadcast to every connection
 except the source, then ``on_state_changed``. A failed validation stores and broadcasts nothing;
 an error in ``on_state_changed`` goes to ``on_error`` and never rolls back.
 """

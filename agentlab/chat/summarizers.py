@@ -1,6 +1,6 @@
 """Summarize functions for ``create_compact_function``: one that asks Claude, one that needs no model at all.
 
-Both take the prompt built by :func:`agentlab.session.compactor.build_summary_prompt` (the reference prompt of spec 6.4:
+Both take the prompt built by :func:`agentlab.session.compactor.build_summary_prompt` (upstream's reference prompt:
 the conversation, an optional previous summary, four ``##`` sections and a ``Target ~N tokens`` line) and return
 the summary text.
 

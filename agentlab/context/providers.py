@@ -1,6 +1,6 @@
 """Context providers: where a context block's text comes from, and what the model may do with it.
 
-A provider's *kind* is recognised by what it implements (upstream duck typing, spec section 7), written here as
+A provider's *kind* is recognised by what it implements (upstream's duck typing), written here as
 small ``typing.Protocol`` classes so that a user provider is a few lines with no base class:
 
 ======================  ==========================  ============  ===========================================

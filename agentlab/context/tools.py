@@ -1,7 +1,7 @@
 """The tools a session gives the model for its context blocks, as Anthropic tool definitions.
 
 ``context_tools(blocks, loaded)`` returns ``{"name", "description", "input_schema"}`` dicts with upstream's
-descriptions and JSON schemas byte for byte (spec section 10), using ``label`` (not ``block``):
+descriptions and JSON schemas byte for byte, using ``label`` (not ``block``):
 
 * ``set_context`` when any block is writable (keyed skill/search blocks with ``set`` included);
 * ``load_context`` and ``unload_context`` when any skill block exists;

@@ -46,7 +46,7 @@ __all__ = [
 
 BUNDLED_PATH = Path(__file__).parent.parent / "data" / "agentlab-mini.json"
 
-# LoCoMo category ids as they appear in the data (datasets.md §1.3). The paper's prose numbers them
+# LoCoMo category ids as they appear in the data. The paper's prose numbers them
 # differently; these are the ids the file uses.
 LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 
@@ -140,7 +140,7 @@ class Dataset:
         Args:
             categories: keep only these categories (all when ``None``).
             with_evidence: skip questions whose evidence is empty. With ``categories=(1, 2, 3, 4)``
-                this gives LoCoMo's 1,536 scoreable questions (datasets.md §5.1).
+                this gives LoCoMo's 1,536 scoreable questions.
         """
         wanted = None if categories is None else set(categories)
         for conversation in self.conversations:
@@ -230,7 +230,7 @@ _DIA_ID = re.compile(r"D(\d+):(\d+)")
 
 
 def normalize_locomo_evidence(raw: Iterable[Any], known: Iterable[str]) -> tuple[list[str], list[str]]:
-    """Clean a LoCoMo evidence list (datasets.md §1.5) and split it into kept and dropped ids.
+    """Clean a LoCoMo evidence list and split it into kept and dropped ids.
 
     Each string is split on ``[;,\\s]+``; parentheses are stripped; ``D:11:26`` becomes ``D11:26``;
     ``D<s>:<t>`` is re-written from its integers (``D30:05`` becomes ``D30:5``); ids not in
@@ -337,7 +337,7 @@ def load_bundled() -> Dataset:
 
 
 def load_longmemeval(path: str | Path, *, name: str = "longmemeval") -> Dataset:
-    """Load a LongMemEval file (oracle, S or M; datasets.md §2.2).
+    """Load a LongMemEval file (oracle, S or M).
 
     Each question has its own haystack, so each becomes one :class:`Conversation` (id = the
     question id) holding one question. Turn ids are ``f"{session_id}_{turn_index+1}"``, counting

@@ -1,7 +1,7 @@
 """Retrieval metrics over ranked ids: per question, then per category with bootstrap intervals.
 
 A *ranking* is a sequence of item ids, best first (1-based ranks); the *evidence* is the set of
-ids that answer the question. Definitions follow datasets.md §5.1:
+ids that answer the question. Definitions follow the LoCoMo retrieval baseline:
 
 - ``recall@k`` = |E ∩ top-k| / |E| (LoCoMo's "recall accuracy");
 - ``hit@k`` = 1 if any evidence id is in the top k, else 0 (LongMemEval's ``recall_any``);
@@ -122,7 +122,7 @@ def question_metrics(
             evidence ranked below the largest k.
         evidence: the gold ids.
         ks: the cut-offs.
-        empty_evidence: what to do when ``evidence`` is empty. ``"drop"`` (our reference, §5.1)
+        empty_evidence: what to do when ``evidence`` is empty. ``"drop"`` (our reference)
             returns ``None`` so the question is left out of averages; ``"perfect"`` scores every
             metric 1.0, as LoCoMo's own evaluation does for recall (paper-comparable numbers).
 

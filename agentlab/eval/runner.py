@@ -1,7 +1,7 @@
 """The evaluation runner: every strategy on every question of a dataset, scored and summarised.
 
 :func:`run` fits each strategy on each conversation (one index per conversation, as in
-datasets.md §5.1), ranks that conversation's questions, and scores the rankings with
+the LoCoMo retrieval baseline), ranks that conversation's questions, and scores the rankings with
 :mod:`agentlab.eval.metrics`. It returns :class:`Results`: a tidy frame with one row per question and
 strategy, and a summary with bootstrap confidence intervals per category.
 
@@ -183,7 +183,7 @@ def run(
         cache: where embeddings are cached: ``"default"`` (``$AGENTLAB_HOME/cache/embeddings.duckdb``),
             a file path, an :class:`~agentlab.eval.embedcache.EmbeddingCache`, or ``None`` (memory only).
         progress: show a ``tqdm.auto`` progress bar over questions x strategies.
-        empty_evidence: ``"drop"`` skips questions without evidence (datasets.md §5.1); ``"perfect"``
+        empty_evidence: ``"drop"`` skips questions without evidence; ``"perfect"``
             scores them 1, as LoCoMo's own code does.
         n_boot, seed: bootstrap settings of :func:`agentlab.eval.metrics.summarize`.
 

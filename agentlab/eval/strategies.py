@@ -80,7 +80,7 @@ class BM25(BaseStrategy):
 
     The defaults are upstream's search ranking: FTS5 ``porter unicode61`` tokens and ``bm25()``
     (k1 = 1.2, b = 0.75, idf floored at 1e-6). ``BM25("simple", k1=1.5, idf="okapi")`` is
-    ``rank_bm25.BM25Okapi``, the reference baseline of datasets.md §5.1. Query terms are a bag of
+    ``rank_bm25.BM25Okapi``, the reference LoCoMo BM25 baseline. Query terms are a bag of
     words (a repeated term counts each time).
 
     Args:

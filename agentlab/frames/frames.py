@@ -12,7 +12,7 @@ The module functions (:func:`messages`, :func:`branches`, ...) return Arrow tabl
 :class:`~agentlab.agent.Agent` / :class:`~agentlab.store.Store` (every session, each row seen from its own session).
 
 Invariants: frames never write; the token columns equal :func:`agentlab.context.tokens.estimate_message_tokens` of the
-messages exactly; ``covered_by_compaction`` and the branch token estimates follow the overlay rule of spec 6.1
+messages exactly; ``covered_by_compaction`` and the branch token estimates follow upstream's overlay rule
 (on the current branch as the session reads it, elsewhere along the message's own branch).
 """
 
@@ -72,8 +72,8 @@ def messages(target: Any) -> Any:
     Columns: ``session_id`` (the session storing the row), ``seq``, ``id``, ``parent_id``, ``role``,
     ``created_at``, ``depth`` (0 at a root), ``branch_id`` (id of the branch's first message; a branch continues
     through each message's oldest child), ``is_leaf``, ``on_current_branch``, ``n_parts``, ``part_kinds``,
-    ``text`` (text parts joined by a space, as search indexes them), ``tokens`` (the message's estimate, spec 5)
-    and ``covered_by_compaction`` (id of the overlay that replaces it, or null).
+    ``text`` (text parts joined by a space, as search indexes them), ``tokens`` (the message's
+    estimate by upstream's heuristic) and ``covered_by_compaction`` (id of the overlay that replaces it, or null).
 
     Args:
         target: A Session (its rows, plus a fork's shared path) or an Agent/Store (every session's own rows).

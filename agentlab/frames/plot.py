@@ -77,7 +77,7 @@ def recall_curves(
     return fig
 
 
-# --- session statistics (issue 7, agentlab/frames.py) -------------------------------------------------
+# --- session statistics -------------------------------------------------------------
 
 
 def tokens(session: Any, *, threshold: int | None = None, prompt_tokens: int | None = None, ax: Any = None) -> Figure:

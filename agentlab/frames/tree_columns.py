@@ -2,7 +2,8 @@
 
 DuckDB walks recursive CTEs slowly, so the tree columns are computed in numpy from the ``parent_id`` column of
 the frame's own query: depths and path sums by pointer jumping (O(n log depth), vectorised), the current branch by
-one walk up from the session's latest leaf, and overlays by the rule of spec 6.1 applied to positions on a path.
+one walk up from the session's latest leaf, and overlays by upstream's overlay rule (the newest overlay starting
+at a message whose end is on the path wins) applied to positions on a path.
 
 A *branch* continues from a message through its oldest child (by seq) and ends at a leaf; its id is the id of its
 first message (a root, or a younger sibling). So there is one branch per leaf, and appending a sibling never
@@ -156,7 +157,7 @@ class Applied:
 
 
 def apply_on_path(path: Sequence[int], overlays: Sequence[Any], row_of: dict[str, int]) -> list[Applied]:
-    """The overlays that apply on one root-to-leaf path, by the rule of spec 6.1.
+    """The overlays that apply on one root-to-leaf path, by upstream's overlay rule.
 
     At each message the newest overlay (by seq) starting there whose ``to`` lies at or after it on the path wins,
     and the walk resumes after its ``to``; overlays starting inside a replaced range are ignored.
@@ -189,7 +190,7 @@ def apply_on_path(path: Sequence[int], overlays: Sequence[Any], row_of: dict[str
 
 
 def overlay_tokens(summary: str) -> int:
-    """Tokens of the message an overlay reads back as: 4 per message plus the summary's text (spec 5)."""
+    """Tokens of the message an overlay reads back as: 4 per message plus the summary's text."""
     return 4 + estimate_string_tokens(summary)
 
 
@@ -346,7 +347,7 @@ class Part:
                 out.append((seq, "compaction", None, record.id, appends, None))
                 continue
             # Overlays whose both ends are ancestors of `at` apply to its path: newest per start wins, and
-            # one starting inside a range already replaced is skipped (spec 6.1).
+            # one starting inside a range already replaced is skipped.
             best: dict[int, tuple[int, int, str]] = {}
             for start, end, oseq, summary in active:
                 if tin[start] <= tin[at] < tout[start] and tin[end] <= tin[at] < tout[end] and (

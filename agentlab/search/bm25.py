@@ -7,8 +7,8 @@
 FTS5 returns the score negated so that ``ORDER BY rank`` is ascending; here higher is better.
 
 :data:`OKAPI_BM25` is ``rank_bm25.BM25Okapi``'s default (k1 = 1.5, b = 0.75; a negative idf is
-replaced by epsilon = 0.25 times the mean idf over the vocabulary), used by the LoCoMo baseline
-(datasets.md §5.1). :class:`BM25Corpus` ranks a fixed list of texts with either, without storage.
+replaced by epsilon = 0.25 times the mean idf over the vocabulary), used by the LoCoMo baseline.
+:class:`BM25Corpus` ranks a fixed list of texts with either, without storage.
 
 Invariants:
 
@@ -54,7 +54,7 @@ class BM25Params:
 
 #: The ranking of agentlab's full-text search: SQLite FTS5 bm25() (fts5_aux.c, fts5Bm25Function).
 FTS5_BM25 = BM25Params(k1=1.2, b=0.75, idf="fts5")
-#: rank_bm25.BM25Okapi's defaults (the LoCoMo BM25 baseline, datasets.md §5.1).
+#: rank_bm25.BM25Okapi's defaults (the LoCoMo BM25 baseline).
 OKAPI_BM25 = BM25Params(k1=1.5, b=0.75, idf="okapi", epsilon=0.25)
 
 FTS5_MIN_IDF = 1e-6

@@ -19,7 +19,7 @@ Storage and caching:
   as the message, so that an append is one statement. The tree tells the index what changed; the
   index applies it to its in-memory view after the commit, as for ``fulltext_docs``.
 
-Query semantics (spec §4), for ``mode``:
+Query semantics , for ``mode``:
 
 * ``"phrase"``: the whole query is one FTS5 phrase, its tokens adjacent and in order
   (``Session.search``, which quotes the query).

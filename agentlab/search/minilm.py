@@ -3,7 +3,7 @@
 Why not sentence-transformers: it gives the same vectors, but importing it costs 10-11 s on this
 machine (it pulls in transformers, scikit-learn, scipy and sympy), against about 2.5 s for torch and
 tokenizers alone, and the forward pass here encodes LoCoMo turns about 1.4 times as fast as its
-general pipeline (BENCHMARKS.md, issue 8). The model is small enough to write out: token, position and
+general pipeline (BENCHMARKS.md). The model is small enough to write out: token, position and
 token-type embeddings, then per layer self-attention and a GELU feed-forward, each closed by a
 residual LayerNorm; then the mean of the token vectors and L2 normalisation.
 

@@ -1,6 +1,6 @@
 """Tokenizers for full-text search: an emulation of SQLite FTS5 ``porter unicode61``, and plain ones.
 
-Upstream indexes messages with ``tokenize='porter unicode61'`` (spec §4), so the same query must find
+Upstream indexes messages with ``tokenize='porter unicode61'`` , so the same query must find
 the same messages here. :func:`tokenize` reproduces that tokenizer in pure Python:
 
 1. **unicode61 split.** Characters of Unicode categories L*, N* and Co are token characters; every
@@ -39,7 +39,7 @@ l, s, z is undoubled after ``-ed``/``-ing`` (PyStemmer: only bb dd ff gg mm nn p
 matches a suffix only when something precedes it ("ies" -> "ie"). On 27,898 words PyStemmer
 disagreed with SQLite on 24 ("possibly", "technology", "trekked", ...); :func:`porter_stem` agrees on
 all of them. PyStemmer remains available as the ``"simple_porter"`` tokenizer, for reproducing
-results that were measured with it (datasets.md §5.6).
+results that were measured with it.
 """
 
 from __future__ import annotations
@@ -386,7 +386,7 @@ def token_strings(texts: Sequence[str]) -> list[str]:
 def simple_tokenize(text: str) -> list[str]:
     """Lower-case, then maximal runs of word characters: ``re.findall(r"\\w+", text.lower())``.
 
-    The reference tokenizer of the LoCoMo BM25 baseline (datasets.md §5.1, variant A).
+    The reference tokenizer of the LoCoMo BM25 baseline.
     """
     return _SIMPLE_WORD.findall(text.lower())
 

@@ -6,7 +6,7 @@ leaves, and the token estimate those decisions use. The session holds one and fo
 
 Invariants:
 
-* ``compact()`` never changes a stored message; it adds one overlay row (spec 6.2), widened to start where the
+* ``compact()`` never changes a stored message; it adds one overlay row, widened to start where the
   overlay already on the branch starts, so a branch carries one growing overlay.
 * An exception from the compaction function is not swallowed (a deliberate change from upstream): ``compact``
   returns None, stores an ``"error"`` compaction event and calls the ``on_compaction_error`` handler.
@@ -110,7 +110,7 @@ class SessionCompaction:
         return text if isinstance(text, str) else ""
 
     def estimate_tokens(self, leaf_id: str | None = None) -> int:
-        """The session estimate (spec 5): history tokens (overlays applied) plus system-prompt tokens, or the
+        """The session estimate: history tokens (overlays applied) plus system-prompt tokens, or the
         custom ``token_counter``'s answer, clamped to a non-negative int."""
         if self.session.token_counter is not None:
             blocks = self.session.context_blocks_provider() if self.session.context_blocks_provider is not None else []
@@ -230,7 +230,7 @@ class SessionCompaction:
         return self.session.tree.add_compaction(self.session.session_id, summary, from_message_id, to_message_id)
 
     def compact(self, leaf_id: str | None = None, *, trigger: str = "manual") -> dict[str, Any] | None:
-        """Summarise part of a branch into an overlay (spec 6.2, with the summarize-error fix).
+        """Summarise part of a branch into an overlay (an error in the summarize function is recorded, not swallowed).
 
         Args:
             leaf_id: The branch to compact (latest leaf if None).

@@ -69,7 +69,7 @@ def is_compaction_message(message: Message) -> bool:
 def apply_compactions(
     messages: Sequence[Message], compactions: Sequence[Any], *, now: str | datetime | None = None
 ) -> list[Any]:
-    """Splice stored compaction overlays into a root-to-leaf path (spec 6.1).
+    """Splice stored compaction overlays into a root-to-leaf path.
 
     At each message, the overlays starting there whose ``to`` is at or after it on the path are candidates; the
     last in ``compactions`` order is emitted and the walk resumes after its ``to``. Otherwise the message is kept.
@@ -315,7 +315,7 @@ def _js_truthy(value: Any) -> bool:
 
 
 def _as_text(value: Any) -> str:
-    # Upstream (at the spec's commit) used String(output), which prints "[object Object]"; later upstream switched
+    # Upstream (at commit a0e134bb) used String(output), which prints "[object Object]"; later upstream switched
     # structured outputs to JSON, and so do we.
     return value if isinstance(value, str) else js_stringify(value)
 
@@ -352,7 +352,7 @@ def _format_message(message: Message, tool_names: Mapping[Any, Any]) -> str:
 
 
 def build_summary_prompt(messages: Sequence[Message], previous_summary: str | None, budget: int) -> str:
-    """The prompt asking a model to summarise ``messages`` (upstream ``buildSummaryPrompt``, spec 6.4).
+    """The prompt asking a model to summarise ``messages`` (upstream ``buildSummaryPrompt``).
 
     Each message is ``[role]``, its text parts, then per tool part ``[Tool: name]`` with ``Input:`` (JSON) and
     ``Output:`` (text, or JSON if structured), each cut to 500 UTF-16 units and shown only if JS-truthy. A
@@ -411,7 +411,7 @@ def create_compact_function(
     """Build the reference compaction function (upstream ``createCompactFunction``).
 
     The returned ``fn(history, token_counter=None)`` takes the overlay-applied path and returns ``{"from_message_id",
-    "to_message_id", "summary"}`` or None (spec 6.4): None for ``protect_head + min_tail_messages`` messages or
+    "to_message_id", "summary"}`` or None: None for ``protect_head + min_tail_messages`` messages or
     fewer; the middle runs from ``align_boundary_forward(history, protect_head)`` to a tail cut found by walking back
     until ``tail_token_budget`` would be exceeded (keeping at least ``min_tail_messages``, then
     ``align_boundary_backward``); ``compaction_*`` messages are left out of it and the first one supplies the

@@ -86,7 +86,7 @@ def _parse_array(texts: list[str], *, check: bool = False) -> Any:
 
 
 def _parse_one(text: str) -> dict[str, Any] | None:
-    """One stored text as a message, or None if it does not parse to one (spec 1)."""
+    """One stored text as a message, or None if it does not parse to one."""
     try:
         value = json.loads(text)
     except ValueError:
@@ -183,7 +183,7 @@ class ContentCache:
         if parsed is not None:
             self.put_many((s, fetched[s]) for s in missing if s in fetched)
             return parsed
-        # Some row does not parse or is not a message (spec 1: skipped): judge the fetched rows one by one.
+        # Some row does not parse or is not a message (skipped): judge the fetched rows one by one.
         out: list[dict[str, Any]] = []
         for seq, text in kept:
             if seq in fetched:

@@ -1,4 +1,4 @@
-"""Several sessions in one agent (spec 12): create, list, rename, delete, search across them, and fork.
+"""Several sessions in one agent: create, list, rename, delete, search across them, and fork.
 
 A session is a row of the ``sessions`` table plus the messages stored under its id. The default session ``""``
 needs no row, and neither does any :class:`~agentlab.session.Session` built by hand; the manager is what gives

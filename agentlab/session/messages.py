@@ -9,7 +9,7 @@ Invariants:
 * The stored form is compact JSON with non-ASCII kept, and a read returns ``json.loads`` of exactly that
   text: a message round-trips byte for byte after JSON (thinking blocks keep their signatures).
 * A stored row counts as a message only if it parses to a dict with a string ``id``, a string ``role`` and a
-  list ``parts`` (spec 1); other rows are skipped on every read.
+  list ``parts``; other rows are skipped on every read.
 """
 
 from __future__ import annotations
@@ -190,7 +190,7 @@ def _nests_deeper(value: Any, limit: int) -> bool:
 
 
 def message_text(message: Mapping[str, Any]) -> str:
-    """The searchable text of a message: its ``text`` parts joined by a space (spec 4)."""
+    """The searchable text of a message: its ``text`` parts joined by a space."""
     texts = [p["text"] for p in message.get("parts") or ()
              if (type(p) is dict or isinstance(p, Mapping)) and p.get("type") == "text"
              and isinstance(p.get("text"), str)]
@@ -204,7 +204,7 @@ def keep_messages(values: list[Any]) -> list[dict[str, Any]]:
 
 
 def parse_rows(contents: list[str]) -> list[dict[str, Any]]:
-    """Parse stored contents, skipping rows that do not parse or are not messages (spec 1)."""
+    """Parse stored contents, skipping rows that do not parse or are not messages."""
     if not contents:
         return []
     try:  # one parse of a joined array is about 3x faster than one parse per row
@@ -223,7 +223,7 @@ def parse_rows(contents: list[str]) -> list[dict[str, Any]]:
 
 @dataclass(frozen=True)
 class RecentHistory:
-    """A byte-bounded window of the newest messages of a path (spec 3, ``getRecentHistory``).
+    """A byte-bounded window of the newest messages of a path (upstream's ``getRecentHistory``).
 
     Attributes:
         messages: The window, root side first, overlays applied inside it.

@@ -1,4 +1,4 @@
-"""Stored compaction overlays and compaction events (spec 6.1), as rows and small records.
+"""Stored compaction overlays and compaction events, as rows and small records.
 
 An overlay says "read the messages ``from_message_id .. to_message_id`` of a path as this summary"; it is applied
 on every read by :func:`agentlab.session.compactor.apply_compactions` and never changes the messages themselves. Each

@@ -1,7 +1,7 @@
 """The Session: one conversation of an agent as a branching message tree, with search, events and compaction.
 
 A :class:`Session` is a facade over the agent's :class:`~agentlab.session.tree.MessageTree` for one session id (``""``
-is the default session). It re-creates upstream's ``Session`` (spec sections 3-6, 11): appends that branch,
+is the default session). It re-creates upstream's ``Session``: appends that branch,
 history read through non-destructive compaction overlays, full-text search, a token estimate with an automatic
 compaction trigger, and status events.
 
@@ -104,7 +104,7 @@ class Session:
     # -- messages ------------------------------------------------------------------------------
 
     def append_message(self, message: Mapping[str, Any], parent_id: Any = UNSET) -> Appended:
-        """Append one message (spec 3).
+        """Append one message.
 
         Args:
             message: ``{"id", "role", "parts", "created_at"?}``; ``created_at`` is filled in if missing.
@@ -163,7 +163,7 @@ class Session:
         return self.tree.read(self.tree.children_ids(self.session_id, message_id))
 
     def latest_leaf_id(self) -> str | None:
-        """Id of the current tip: the newest message with no child (spec 3)."""
+        """Id of the current tip: the newest message with no child."""
         return self.tree.latest_leaf_id(self.session_id)
 
     def latest_leaf(self) -> dict[str, Any] | None:
@@ -181,7 +181,7 @@ class Session:
 
     def get_recent_history(self, max_bytes: int, min_recent: int = 1, *,
                            leaf_id: str | None = None) -> RecentHistory:
-        """The newest messages of the path that fit in ``max_bytes`` of stored JSON (spec 3).
+        """The newest messages of the path that fit in ``max_bytes`` of stored JSON.
 
         At least ``max(1, min_recent)`` messages are returned even if they exceed the budget. Overlays apply only
         inside the window (an overlay starting before it is not applied).
@@ -201,7 +201,7 @@ class Session:
     def get_micro_compacted_history(self, leaf_id: str | None = None, *, keep_recent: int = 4,
                                     max_tool_output_chars: int = 500,
                                     max_text_chars: int = 10000) -> list[dict[str, Any]]:
-        """:meth:`get_history` with older tool outputs and long texts shrunk for a model call (spec 6.5).
+        """:meth:`get_history` with older tool outputs and long texts shrunk for a model call.
 
         Storage is unchanged; see :func:`agentlab.session.compactor.truncate_older_messages`.
         """
@@ -244,7 +244,7 @@ class Session:
 
     def search(self, query: str, *, mode: str = "phrase", limit: int = 20, role: str | None = None,
                branch: str | None = None, all_sessions: bool = False) -> list[SearchHit]:
-        """BM25-ranked full-text search over message texts (spec 4).
+        """BM25-ranked full-text search over message texts.
 
         Args:
             query: Words; FTS syntax characters are plain text. Empty or blank gives ``[]``.

@@ -15,7 +15,7 @@ Invariants:
   next use, so the map never holds a change the file does not have.
 * ``seq`` comes from the store's :class:`~agentlab.store.clock.SeqClock` and only grows: ties are broken by seq, never
   by time.
-* The latest leaf of a session is its newest (by seq) row with no child in the same session (spec 3); a fork
+* The latest leaf of a session is its newest (by seq) row with no child in the same session; a fork
   with no rows of its own has its fork point as latest leaf.
 * A fork shares its parent's rows up to the fork point (nothing is copied). Shared rows are frozen:
   updating, deleting or clearing them raises :class:`~agentlab.errors.ForkedHistoryError`.
@@ -137,7 +137,7 @@ class MessageTree(TreeIndex):
             conn.execute("UPDATE sessions SET updated_at = now() WHERE id = ?", [session_id]).fetchall()
 
     def append(self, session_id: str, message: Any, parent_id: Any = UNSET) -> tuple[Appended, dict[str, Any]]:
-        """Store one message (spec 3); see :meth:`agentlab.session.Session.append_message`.
+        """Store one message; see :meth:`agentlab.session.Session.append_message`.
 
         Returns:
             What happened, and the message as stored (``created_at`` filled in).
@@ -271,7 +271,7 @@ class MessageTree(TreeIndex):
     def delete(self, session_id: str, ids: Iterable[str]) -> list[str]:
         """Delete this session's rows among ``ids`` (others are ignored); returns the ids deleted.
 
-        Children are not re-parented: their path now stops below the gap (spec 3).
+        Children are not re-parented: their path now stops below the gap.
 
         Raises:
             ForkedHistoryError: One of the rows is shared with a fork (nothing is deleted).

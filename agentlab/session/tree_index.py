@@ -142,7 +142,7 @@ class TreeIndex:
                     group.add(mid)
                     latest[sid] = mid
             self._leaves, self._latest = leaves, latest
-            # Parent ids with no row: deleted messages whose children still point at them (spec 3). Only such
+            # Parent ids with no row: deleted messages whose children still point at them. Only such
             # an id, appended again, can arrive with children already.
             self._dangling: set[str] = {r[0] for r in store.execute(_DANGLING).fetchall()}
             self._compactions: dict[str, list[CompactionRecord]] = {}
@@ -275,7 +275,7 @@ class TreeIndex:
         return path
 
     def latest_leaf_id(self, session_id: str) -> str | None:
-        """Id of the session's current tip (spec 3), or None for an empty session."""
+        """Id of the session's current tip, or None for an empty session."""
         with self.store.lock:
             self._ready()
             own = self._latest.get(session_id)

@@ -1,4 +1,4 @@
-"""Read-time truncation ("micro-compaction", spec 6.5): shrink older tool outputs and long texts before a model call.
+"""Read-time truncation ("micro-compaction"): shrink older tool outputs and long texts before a model call.
 
 Storage never changes: ``truncate_older_messages`` returns a deep copy in which every message except the last
 ``keep_recent`` has its tool outputs cut to about ``max_tool_output_chars`` and its text parts to

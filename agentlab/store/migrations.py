@@ -205,7 +205,7 @@ def _m020_messages(conn: Any) -> None:
     # session '' needs no row. parent_session_id alone is lineage (e.g. a split); with
     # fork_message_id set, the session is a fork: it reads its parent's path up to that message
     # (rows are shared, not copied) plus its own rows, and its parent's overlays older than seq.
-    # The usage columns follow upstream (spec section 12).
+    # The usage columns follow upstream.
     conn.execute(
         """
         CREATE TABLE sessions (
