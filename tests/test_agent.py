@@ -13,7 +13,6 @@ from agentlab import Agent, get_agent
 from agentlab.errors import (
     AgentClassConflictError,
     AgentClosedError,
-    AgentLockedError,
     AgentlabError,
     InvalidNameError,
     ReadOnlyAgentError,

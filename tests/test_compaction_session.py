@@ -5,17 +5,10 @@ from __future__ import annotations
 import pytest
 
 from agentlab.agent.agent import Agent, get_agent
-from agentlab.session.compactor import create_compact_function, is_compaction_message
+from agentlab.session.compactor import create_compact_function
 from agentlab.errors import CompactionError, InvalidArgumentError
 from agentlab.session.session import Session
-
-
-def msg(mid: str, text: str | None = None, role: str = "user") -> dict:
-    return {"id": mid, "role": role, "parts": [{"type": "text", "text": mid if text is None else text}]}
-
-
-def texts(messages: list[dict]) -> list[str]:
-    return [m["parts"][0]["text"] if is_compaction_message(m) else m["id"] for m in messages]
+from helpers import msg, texts
 
 
 def fixed(from_id: str, to_id: str, summary: str = "S"):

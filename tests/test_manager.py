@@ -10,10 +10,7 @@ from agentlab.errors import (ForkedHistoryError, InvalidArgumentError, InvalidNa
 from agentlab.session.manager import SessionInfo, SessionManager
 from agentlab.session.session import Session
 from agentlab.store.database import Store
-
-
-def msg(mid: str, text: str | None = None, role: str = "user") -> dict:
-    return {"id": mid, "role": role, "parts": [{"type": "text", "text": mid if text is None else text}]}
+from helpers import msg
 
 
 def ids(messages: list[dict]) -> list[str]:

@@ -5,21 +5,9 @@ from __future__ import annotations
 import pytest
 
 from agentlab.agent.agent import Agent, get_agent
-from agentlab.session.compactor import is_compaction_message
 from agentlab.errors import UnknownMessageError
 from agentlab.session.session import SearchHit, Session
-
-
-def msg(mid: str, text: str | None = None, role: str = "user") -> dict:
-    return {"id": mid, "role": role, "parts": [{"type": "text", "text": mid if text is None else text}]}
-
-
-def ids(messages: list[dict]) -> list[str]:
-    return [m["id"] for m in messages]
-
-
-def texts(messages: list[dict]) -> list[str]:
-    return [m["parts"][0]["text"] if is_compaction_message(m) else m["id"] for m in messages]
+from helpers import ids, msg, texts
 
 
 @pytest.fixture

@@ -137,6 +137,7 @@ def operations(draw, max_ops: int = 40):
     return ops
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                   HealthCheck.function_scoped_fixture])
 @given(operations())

@@ -11,15 +11,12 @@ from agentlab.session.messages import UNSET, Appended, RowStat
 from agentlab.session.session import Session
 from agentlab.store.database import Store
 from agentlab.session.tree import tree_of
+from helpers import ids
 
 
 def msg(mid: str, text: str | None = None, role: str = "user") -> dict:
     return {"id": mid, "role": role, "parts": [{"type": "text", "text": mid if text is None else text}],
             "created_at": "2026-01-01T00:00:00.000Z"}
-
-
-def ids(messages: list[dict]) -> list[str]:
-    return [m["id"] for m in messages]
 
 
 @pytest.fixture

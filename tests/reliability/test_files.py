@@ -121,6 +121,7 @@ class TestSchemaVersions:
         reader.close()
 
 
+@pytest.mark.slow
 class TestCreateRaces:
     def test_processes_racing_to_create_an_agent_get_it_or_the_lock_error(self, tmp_path):
         for trial in range(6):

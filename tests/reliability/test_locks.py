@@ -142,6 +142,7 @@ def test_every_pair_of_operations_from_two_threads_finishes(tmp_path):
     _in_child("every_pair_of_operations_from_two_threads_finishes", tmp_path, timeout=600)
 
 
+@pytest.mark.slow
 def test_set_state_against_writing_sql_does_not_deadlock(tmp_path):
     """The pair that deadlocked before: the agent's lock and the store's lock taken in opposite orders."""
     _in_child("set_state_against_writing_sql_does_not_deadlock", tmp_path, timeout=120)

@@ -201,6 +201,7 @@ def add_bulk(agent: Agent, megabytes: int) -> None:
         Session(agent).append_message({"id": f"bulk{i}", "role": "user", "parts": [{"type": "text", "text": text}]})
 
 
+@pytest.mark.slow
 class TestFullDisk:
     def test_an_export_that_fills_the_disk_leaves_the_old_export(self, pad, tmp_path, small_disk):
         dest = small_disk / "pad"
