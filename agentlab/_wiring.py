@@ -1,8 +1,9 @@
 """The composition root: binds the accessors lower layers declare to the higher layers that implement them.
 
 The session and agent layers declare ``messages_df``, ``show`` and the like as :class:`agentlab._hooks.Accessor`
-slots; this module, imported by the package before anything else can use them, says which function of
-:mod:`agentlab.frames` or :mod:`agentlab.views` answers each one. The imports are inside the functions, so nothing
+slots, and the agent and eval layers keep registries of backends and executors; this module, imported by the
+package before anything else can use them, says which function of :mod:`agentlab.frames`, :mod:`agentlab.views`
+or :mod:`agentlab.cluster` answers each one. The imports are inside the functions, so nothing
 heavy loads until an accessor is used.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentlab._hooks import bind
+from agentlab.cluster import register as register_cluster
 
 SESSION_FRAMES = ("messages", "branches", "compactions", "tokens", "blocks", "tool_calls", "usage")
 AGENT_FRAMES = ("messages", "branches", "compactions", "tool_calls", "usage")
@@ -49,4 +51,5 @@ for _name in AGENT_FRAMES:
     bind(f"agent.{_name}_df", _frame(_name))
 bind("agent.show", _show_agent)
 bind("agent.export", _export_agent)
+register_cluster()  # get_agent(..., backend="ray") and eval.run(..., executor="ray"); Ray loads on first use
 bind("session.show", _show_session)

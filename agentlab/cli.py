@@ -50,6 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
     from agentlab.experiments.cli import add_command as add_experiment_command
 
     add_experiment_command(commands)
+
+    from agentlab.cluster.cli import add_commands as add_cluster_commands
+
+    add_cluster_commands(commands)  # eval --ray, simulate
     return parser
 
 

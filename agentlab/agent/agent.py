@@ -16,6 +16,7 @@ import json
 import os
 import threading
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -27,6 +28,7 @@ from agentlab.errors import (
     AgentClassConflictError,
     AgentClosedError,
     AgentlabError,
+    InvalidArgumentError,
     ReadonlyConnectionError,
     StateError,
     StateRejectedError,
@@ -49,6 +51,17 @@ A = TypeVar("A", bound="Agent")
 # class object reached it (a notebook cell re-run defines a new class object of the same name).
 _registry: dict[str, Agent] = {}
 _registry_lock = threading.RLock()  # re-entrant: on_start() may call get_agent()
+
+# Where else an agent can live: ``get_agent(..., backend=name)`` hands off to ``opener(cls, name, root=...,
+# read_only=..., **options)``. Higher layers register themselves (agentlab.cluster registers "ray"); this module
+# never imports them.
+_backends: dict[str, Callable[..., Any]] = {}
+
+
+def register_backend(name: str, opener: Callable[..., Any]) -> None:
+    """Make ``get_agent(cls, name, backend=name, **options)`` return ``opener(cls, name, root=..., read_only=...,
+    **options)`` (a handle to an agent that lives elsewhere, e.g. in a Ray actor)."""
+    _backends[name] = opener
 
 
 class Agent:
@@ -361,6 +374,8 @@ def get_agent(
     *,
     root: str | os.PathLike[str] | None = None,
     read_only: bool = False,
+    backend: str = "local",
+    **options: Any,
 ) -> A:
     """Return the live agent ``name`` of class ``cls``, opening or creating its DuckDB file.
 
@@ -371,14 +386,26 @@ def get_agent(
         name: Any Unicode name, 1 to 512 characters, without control characters.
         root: Folder holding agents; else ``$AGENTLAB_HOME``, else ``./agentlab-data``.
         read_only: Open without write access (works while no other process writes the file).
+        backend: ``"local"`` (this process owns the file) or a registered backend such as ``"ray"``, which
+            returns a handle whose calls run where the backend keeps the agent (see :mod:`agentlab.cluster`).
+        **options: The backend's own options (none for ``"local"``).
 
     Raises:
         InvalidNameError: The name is empty, too long or has control characters.
         AgentLockedError: Another process holds the file read-write.
+        InvalidArgumentError: An unknown backend.
     """
     if not (isinstance(cls, type) and issubclass(cls, Agent)):
         raise TypeError(f"get_agent needs an Agent subclass, not {cls!r}.")
     validate_name(name)
+    if backend != "local":
+        opener = _backends.get(backend)
+        if opener is None:
+            known = ", ".join(repr(b) for b in ["local", *sorted(_backends)])
+            raise InvalidArgumentError(f"Unknown backend {backend!r}; use one of {known}.")
+        return opener(cls, name, root=root, read_only=read_only, **options)  # type: ignore[no-any-return]
+    if options:
+        raise TypeError(f"get_agent got {', '.join(sorted(options))}, which only a backend= other than 'local' takes.")
     resolved = resolve_root(root)
     path = agent_path(cls.__name__, name, resolved)
     key = os.path.realpath(path)

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +35,17 @@ if TYPE_CHECKING:
     from agentlab.eval.datasets import Dataset
     from agentlab.eval.embedcache import EmbeddingCache
 
-__all__ = ["Results", "run"]
+__all__ = ["Results", "register_executor", "run"]
+
+# Executors by name for ``run(..., executor=name)``: ``name -> factory()`` of an object whose ``evaluate(strategies,
+# questions, queries, *, prepare, score, cache, progress)`` returns ``(rows, seconds)`` as the in-process loop
+# would. Higher layers register themselves (agentlab.cluster registers "ray"); this module never imports them.
+_EXECUTORS: dict[str, Callable[[], Any]] = {}
+
+
+def register_executor(name: str, factory: Callable[[], Any]) -> None:
+    """Make ``run(..., executor=name)`` hand the per-conversation work to ``factory()``."""
+    _EXECUTORS[name] = factory
 
 _ID_COLUMNS = ["strategy", "level", "units", "conversation_id", "question_id", "category", "n_evidence"]
 
@@ -138,6 +149,24 @@ def _describe(strategy: Any, units: list[Any]) -> tuple[str, str]:
     return ("session" if grouped else "turn"), text
 
 
+def _prepare(strategy: Any, cache: EmbeddingCache, queries: list[str]) -> None:
+    """Give a strategy the run's embedding cache and every question, before it fits any conversation."""
+    if hasattr(strategy, "use_cache"):
+        strategy.use_cache(cache)
+    if hasattr(strategy, "prepare"):
+        strategy.prepare(queries)
+
+
+def _executor(executor: Any) -> Any:
+    if not isinstance(executor, str):
+        return executor
+    factory = _EXECUTORS.get(executor)
+    if factory is None:
+        known = ", ".join(repr(e) for e in ["local", *sorted(_EXECUTORS)])
+        raise ValueError(f"Unknown executor {executor!r}; use one of {known}, or an executor object.")
+    return factory()
+
+
 def _score(strategy: Any, questions: dict[str, tuple[Any, list[Any]]], ks: tuple[int, ...],
            empty_evidence: str, bar: Any) -> list[dict[str, Any]]:
     """Fit one strategy per conversation, rank its questions and score them: the result rows."""
@@ -160,6 +189,32 @@ def _score(strategy: Any, questions: dict[str, tuple[Any, list[Any]]], ks: tuple
     return rows
 
 
+def _evaluate_here(chosen: list[Any], questions: dict[str, tuple[Any, list[Any]]], queries: list[str],
+                   ks: tuple[int, ...], empty_evidence: str, shared: EmbeddingCache,
+                   progress: bool) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    """Every strategy over every conversation in this process: the result rows and seconds per strategy."""
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(queries) * len(chosen), desc="Evaluating", unit="question")
+    rows: list[dict[str, Any]] = []
+    seconds: dict[str, float] = {}
+    try:
+        with shared.hold():  # one open cache file for the whole run, not one per conversation
+            for strategy in chosen:
+                started = time.perf_counter()
+                if bar is not None:
+                    bar.set_postfix_str(strategy.name)
+                _prepare(strategy, shared, queries)
+                rows += _score(strategy, questions, ks, empty_evidence, bar)
+                seconds[strategy.name] = time.perf_counter() - started
+    finally:
+        if bar is not None:
+            bar.close()
+    return rows, seconds
+
+
 def run(
     dataset: Dataset,
     strategies: Any,
@@ -171,6 +226,7 @@ def run(
     empty_evidence: str = "drop",
     n_boot: int = 1000,
     seed: int = 0,
+    executor: Any = "local",
 ) -> Results:
     """Evaluate retrieval strategies on a dataset.
 
@@ -186,6 +242,8 @@ def run(
         empty_evidence: ``"drop"`` skips questions without evidence; ``"perfect"``
             scores them 1, as LoCoMo's own code does.
         n_boot, seed: bootstrap settings of :func:`agentlab.eval.metrics.summarize`.
+        executor: ``"local"`` (this process), ``"ray"`` (conversations sharded over Ray workers, see
+            :class:`agentlab.cluster.RayExecutor`; the results are the same), or an executor object.
 
     Returns:
         :class:`Results`.
@@ -204,28 +262,13 @@ def run(
     for conversation, question in pairs:
         questions.setdefault(conversation.id, (conversation, []))[1].append(question)
 
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(pairs) * len(chosen), desc="Evaluating", unit="question")
-    rows: list[dict[str, Any]] = []
-    seconds: dict[str, float] = {}
-    try:
-        with shared.hold():  # one open cache file for the whole run, not one per conversation
-            for strategy in chosen:
-                started = time.perf_counter()
-                if bar is not None:
-                    bar.set_postfix_str(strategy.name)
-                if hasattr(strategy, "use_cache"):
-                    strategy.use_cache(shared)
-                if hasattr(strategy, "prepare"):
-                    strategy.prepare([q.question for _, q in pairs])
-                rows += _score(strategy, questions, ks, empty_evidence, bar)
-                seconds[strategy.name] = time.perf_counter() - started
-    finally:
-        if bar is not None:
-            bar.close()
+    queries = [q.question for _, q in pairs]
+    if executor == "local":
+        rows, seconds = _evaluate_here(chosen, questions, queries, ks, empty_evidence, shared, progress)
+    else:  # the same per-conversation work, somewhere else
+        rows, seconds = _executor(executor).evaluate(
+            chosen, questions, queries, prepare=_prepare,
+            score=partial(_score, ks=ks, empty_evidence=empty_evidence, bar=None), cache=shared, progress=progress)
 
     per_question = pd.DataFrame(rows) if rows else pd.DataFrame(columns=_ID_COLUMNS)
     summaries = []
@@ -297,7 +340,8 @@ def _command(args: Any) -> int:
     ks = [int(k) for k in args.k.split(",") if k.strip()]
     started = time.perf_counter()
     results = run(dataset, strategies, ks, categories=categories,
-                  cache=None if args.cache == "none" else args.cache, progress=not args.no_progress)
+                  cache=None if args.cache == "none" else args.cache, progress=not args.no_progress,
+                  executor=getattr(args, "executor", "local"))
     elapsed = time.perf_counter() - started
     import pandas as pd
 
