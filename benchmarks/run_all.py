@@ -26,6 +26,7 @@ SCRIPTS = {
     "widgets": ["widgets_bench.py"],
     "reliability": ["reliability.py"],
     "serve": ["serve_bench.py"],
+    "ray": ["ray_bench.py"],
 }
 
 
