@@ -330,7 +330,7 @@ def _command(args: Any) -> int:
         dataset = loader(args.data)
     categories = _ints_or_strs(args.categories) if args.categories else (
         [1, 2, 3, 4] if args.dataset == "locomo" else None)
-    options = {}
+    options: dict[str, Any] = {}
     if args.unit:
         options.update(unit=args.unit, window=args.window)
     if args.key:
