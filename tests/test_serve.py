@@ -459,8 +459,7 @@ class TestOwnershipAndTurns:
         handle = serve()
         client = AgentClient(handle.url, Recorder, "gone")
         client.call("add", 1)
-        _served(handle, Recorder, "gone").close()
-        client.set_state({"count": 5})
+        _served(handle, Recorder, "gone").close()  # the socket is ended at once, not at the client's next frame
         assert client.wait_for(lambda c: c.closed)
         assert client.close_code == 1012
         with AgentClient(handle.url, Recorder, "gone") as again:  # reopened from its file

@@ -16,6 +16,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import shutil
 import socket
 import uuid
 from collections.abc import Sequence
@@ -32,7 +33,8 @@ from agentlab.errors import (
 )
 from agentlab.store.migrations import Migration
 
-__all__ = ["DURABLE", "MEMORY", "connect", "create_file", "is_disk_full", "migrate", "open_reason"]
+__all__ = ["DURABLE", "MEMORY", "connect", "create_file", "is_disk_full", "migrate", "open_reason",
+           "remove_database_files"]
 
 MEMORY = ":memory:"
 
@@ -241,5 +243,17 @@ def create_file(path: Path, migrations: Sequence[Migration]) -> None:
         _remove_quietly(temp)
         try:
             work.rmdir()  # only once empty: other creations may still be under way
+        except OSError:
+            pass
+
+
+def remove_database_files(path: Path) -> None:
+    """Remove a DuckDB file with its log (``.wal``) and its spill folder (``.tmp``), ignoring what is not there."""
+    for leftover in (path, path.with_name(path.name + ".wal"), path.with_name(path.name + ".tmp")):
+        if leftover.is_dir() and not leftover.is_symlink():
+            shutil.rmtree(leftover, ignore_errors=True)
+            continue
+        try:
+            leftover.unlink(missing_ok=True)
         except OSError:
             pass
