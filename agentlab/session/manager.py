@@ -287,7 +287,7 @@ class SessionManager:
 
     # -- tools ---------------------------------------------------------------------------------------------------
 
-    def tools(self) -> list[dict[str, Any]]:
+    def tools(self) -> builtins.list[dict[str, Any]]:
         """The manager's tool for the model (upstream ``SessionManager.tools()``): ``session_search``, which
         searches every session's messages (all of the words, best first) and answers with up to 10 hits as
         ``[role] text`` joined by ``"\n---\n"``, or ``No results found.``. Run a call with :meth:`run_tool`.
