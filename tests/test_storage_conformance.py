@@ -260,6 +260,11 @@ class TestASessionWithoutAnAgent:
             session.with_cached_prompt()
         assert "Hi." in session.freeze_system_prompt()
 
+    def test_frames_say_they_need_an_agent_file(self):
+        session = Session(InMemorySessionStorage())
+        with pytest.raises(SessionError, match="InMemorySessionStorage; use session.get_history"):
+            session.messages_df()
+
     def test_a_provider_can_still_live_in_an_agent_file(self, store):
         session = Session(InMemorySessionStorage()).with_context("memory", AgentContextProvider(store, "memory"))
         assert session.run_tool("set_context", {"label": "memory", "content": "likes tea"}).startswith("Written")
