@@ -1,4 +1,4 @@
-"""A session storage in plain Python: the reference the DuckDB storage is checked against, and a fast one for tests.
+"""A session storage in plain Python: the reference the DuckDB storage is checked against, and a light one for tests.
 
 :class:`InMemorySessionStorage` satisfies :class:`~agentlab.session.storage.SessionStorage` and
 :class:`~agentlab.session.storage.SearchableStorage` with dictionaries and lists, written to be read: no caches,

@@ -113,8 +113,7 @@ class Session:
         Returns:
             What happened; ``duplicate=True`` if the id already existed (nothing changed: the first content wins,
             with a :class:`~agentlab.errors.DuplicateMessageWarning` when the content differs). An unknown role
-            gives an :class:`~agentlab.errors.UnknownRoleWarning`. A message over the row size limit is stored
-            shrunk (:mod:`agentlab.session.row_limit`).
+            gives an :class:`~agentlab.errors.UnknownRoleWarning`.
 
         Raises:
             InvalidMessageError: Bad message (nothing stored), or the id belongs to another session.
@@ -124,7 +123,7 @@ class Session:
         appended, stored = self.storage.append(intake.take(message), parent_id)
         intake.check(self.storage, [appended], stacklevel=2)
         self.storage.after_commit(lambda: self.events.after_append(
-            [appended], [stored] if not appended.duplicate else [], [stored]))
+            [appended], [stored] if not appended.duplicate else [], intake.given))
         return appended
 
     def append_messages(self, messages: Iterable[Mapping[str, Any]], parent_id: Any = UNSET) -> list[Appended]:

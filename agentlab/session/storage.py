@@ -26,8 +26,8 @@ Contract, beyond the signatures (each point has a conformance test):
   so a path stops at the first missing ancestor.
 * ``update`` of an id not stored raises :class:`~agentlab.errors.UnknownMessageError`; the role used by
   ``row_stats`` and role filters stays the one appended.
-* ``generation`` changes whenever a stored path can read differently (update, delete, clear, a new overlay),
-  never on a plain append; callers cache per (leaf, generation).
+* ``generation`` changes whenever a stored path can read differently (update, delete, clear, a new overlay) and
+  stays the same across plain appends; callers cache per (leaf, generation).
 * ``after_commit(fn)`` runs ``fn`` once the current write is durable (at once when no transaction is open).
 """
 
@@ -55,7 +55,7 @@ class SessionStorage(Protocol):
 
     @property
     def generation(self) -> int:
-        """A number that changes whenever a stored path may read differently (not on plain appends)."""
+        """A number that changes whenever a stored path may read differently (plain appends leave it)."""
         ...
 
     def after_commit(self, callback: Callable[[], None]) -> None:
