@@ -7,6 +7,7 @@ import warnings
 import pytest
 
 from agentlab.errors import (
+    AgentlabError,
     DuplicateMessageWarning,
     InvalidMessageError,
     UnknownLeafWarning,
@@ -58,6 +59,14 @@ class TestChatShapedMessagesAreConverted:
         with pytest.raises(InvalidMessageError, match="converts OpenAI/Anthropic messages"):
             session.append_message({"role": "user", "parts": []})
         assert session.latest_leaf_id() is None
+
+
+    @pytest.mark.parametrize("bad", [{"role": {}, "content": "hi"}, {"role": "user", "content": [{"type": {}}]},
+                                     {"role": "user", "content": 5}, {"content": "no role"}, {"role": ["x"], "parts": []}])
+    def test_a_broken_chat_message_is_a_typed_error_and_stores_nothing(self, session, bad):
+        with pytest.raises(AgentlabError, match="role|content part|'content'") as caught:
+            session.append_message(bad)
+        assert isinstance(caught.value, ValueError) and session.latest_leaf_id() is None
 
 
 class TestARoleTypoIsVisible:

@@ -61,8 +61,11 @@ def detect_format(messages: Sequence[Any]) -> str:
         if not isinstance(message, Mapping):
             continue
         content = message.get("content")
-        kinds = {b.get("type") for b in content if isinstance(b, Mapping)} if isinstance(content, list) else set()
-        openai |= message.get("role") in _OPENAI_ONLY_ROLES or "tool_calls" in message or bool(kinds & _OPENAI_PARTS)
+        kinds = {b.get("type") for b in content if isinstance(b, Mapping) and isinstance(b.get("type"), str)} \
+            if isinstance(content, list) else set()
+        role = message.get("role")
+        openai |= (isinstance(role, str) and role in _OPENAI_ONLY_ROLES) or "tool_calls" in message \
+            or bool(kinds & _OPENAI_PARTS)
         anthropic |= bool(kinds & _ANTHROPIC_BLOCKS)
     if openai and anthropic:
         raise ConversationFormatError("These messages mix OpenAI (tool_calls, role 'tool', image_url) and Anthropic "

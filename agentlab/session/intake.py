@@ -17,7 +17,7 @@ from __future__ import annotations
 import difflib
 import json
 import warnings
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from agentlab.errors import DuplicateMessageWarning, UnknownLeafWarning, UnknownRoleWarning
@@ -39,19 +39,22 @@ class Intake:
 
     def take(self, message: Any) -> Any:
         """``message``, converted if it is a chat-format message; noted for :meth:`check`."""
-        if (type(message) is dict or isinstance(message, Mapping)) and "parts" not in message and "content" in message:
-            message = from_chat_message(message)
+        # Runs once per message of a bulk import: exact-type checks first, ABC checks only for other mappings.
         if type(message) is dict or isinstance(message, Mapping):
+            if "parts" not in message and "content" in message:
+                message = from_chat_message(message)
             role = message.get("role")
-            if role not in KNOWN_ROLES and isinstance(role, str) and role:
+            if type(role) is str and role not in KNOWN_ROLES and role:
                 self.unknown_roles.setdefault(role, message.get("id"))
         self.given.append(message)
         return message
 
-    def stream(self, messages: Iterable[Any]) -> Iterator[Any]:
-        """:meth:`take` each message as the storage reads it (generators stay lazy)."""
-        for message in messages:
-            yield self.take(message)
+    def stream(self, messages: Iterable[Any]) -> Iterable[Any]:
+        """:meth:`take` each message as the storage reads it (a list at once, a generator lazily)."""
+        if type(messages) is list:
+            take = self.take
+            return [take(m) for m in messages]
+        return (self.take(m) for m in messages)
 
     def check(self, storage: Any, results: list[Appended], *, stacklevel: int) -> None:
         """Warn about unknown roles and duplicates whose content differs from the stored message."""
