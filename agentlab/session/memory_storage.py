@@ -88,30 +88,35 @@ class InMemorySessionStorage:
         return None if row is None else json.loads(row.content)
 
     def read(self, ids: Iterable[str]) -> list[dict[str, Any]]:
-        return [json.loads(self._rows[m].content) for m in ids if m in self._rows]
+        with self.lock:
+            return [json.loads(self._rows[m].content) for m in ids if m in self._rows]
 
     def has_message(self, message_id: str) -> bool:
         return message_id in self._rows
 
     def path_ids(self, leaf_id: str | None = None, *, max_depth: int = DEFAULT_MAX_DEPTH) -> list[str]:
-        start = leaf_id if leaf_id else self.latest_leaf_id()
-        path: list[str] = []
-        while start is not None and start in self._rows and len(path) < max_depth:
-            path.append(start)
-            start = self._rows[start].parent_id
-        return path[::-1]
+        with self.lock:
+            start = leaf_id if leaf_id else self.latest_leaf_id()
+            path: list[str] = []
+            while start is not None and start in self._rows and len(path) < max_depth:
+                path.append(start)
+                start = self._rows[start].parent_id
+            return path[::-1]
 
     def children_ids(self, message_id: str) -> list[str]:
-        return [m for m, row in self._rows.items() if row.parent_id == message_id]
+        with self.lock:
+            return [m for m, row in self._rows.items() if row.parent_id == message_id]
 
     def latest_leaf_id(self) -> str | None:
-        parents = {row.parent_id for row in self._rows.values()}
-        leaves = [m for m in self._rows if m not in parents]
-        return leaves[-1] if leaves else None
+        with self.lock:  # every read that walks the rows holds the lock: a writer may be changing them
+            parents = {row.parent_id for row in self._rows.values()}
+            leaves = [m for m in self._rows if m not in parents]
+            return leaves[-1] if leaves else None
 
     def row_stats(self, leaf_id: str | None = None, *, max_depth: int = DEFAULT_MAX_DEPTH) -> list[RowStat]:
-        return [RowStat(m, self._rows[m].role, len(self._rows[m].content.encode("utf-8")))
-                for m in self.path_ids(leaf_id, max_depth=max_depth)]
+        with self.lock:
+            return [RowStat(m, self._rows[m].role, len(self._rows[m].content.encode("utf-8")))
+                    for m in self.path_ids(leaf_id, max_depth=max_depth)]
 
     # -- writes ------------------------------------------------------------------------------------------------
 
@@ -216,7 +221,8 @@ class InMemorySessionStorage:
     # -- compaction overlays and runs --------------------------------------------------------------------------
 
     def compactions(self) -> list[CompactionRecord]:
-        return list(self._compactions)
+        with self.lock:
+            return list(self._compactions)
 
     def add_compaction(self, summary: str, from_message_id: str, to_message_id: str,
                        **details: Any) -> CompactionRecord:
@@ -240,7 +246,8 @@ class InMemorySessionStorage:
                 "error": str(error) if error is not None else None, "created_at": datetime.now(UTC)})
 
     def compaction_events(self) -> list[dict[str, Any]]:
-        return [dict(e) for e in self._events]
+        with self.lock:
+            return [dict(e) for e in self._events]
 
     # -- search ------------------------------------------------------------------------------------------------
 
