@@ -32,6 +32,11 @@ from .filelab import (
 )
 
 
+def _block(session, label):
+    session.context.load()
+    return session.get_context_block(label).content
+
+
 @pytest.fixture
 def small_disk(tmp_path):
     """A tmpfs of a few MiB mounted for the test (root only), unmounted after."""
@@ -149,6 +154,37 @@ class TestFullDisk:
         again = get_agent(Owner, "u1", root=small_disk)
         assert [m["id"] for m in Session.create(again).get_history()] == ["m0", "m2"]
         assert again.state == state_before
+
+    @pytest.mark.parametrize("writer", ["append_messages", "set_block", "vectors"])
+    def test_every_writer_raises_the_typed_error_and_stores_nothing(self, small_disk, writer):
+        from agentlab.search.embedders import HashEmbedder
+        from agentlab.search.vectors import VectorStore
+
+        agent = get_agent(Owner, "u1", root=small_disk)
+        session = Session.create(agent).with_context("memory", description="facts", max_tokens=10**7)
+        vectors = VectorStore(agent.store, "kb", HashEmbedder(8))
+        session.append_message(text_message("m0", "before the disk filled"))
+        session.set_block("memory", "a fact")
+        vectors.add("k0", "first entry")
+        fill(small_disk, leave=0)
+        big = "x" * 2_000_000
+        write = {
+            "append_messages": lambda: session.append_messages([text_message("m1", big), text_message("m2", big)]),
+            "set_block": lambda: session.set_block("memory", big),
+            "vectors": lambda: vectors.add_many([("k1", big, None), ("k2", big, None)], progress=False),
+        }[writer]
+        with pytest.raises(DiskFullError, match="nothing was stored"):
+            write()
+        assert [m["id"] for m in session.get_history()] == ["m0"]
+        assert _block(session, "memory") == "a fact"
+        assert vectors.keys() == ["k0"]
+        (small_disk / "filler").unlink()
+        agent.close()
+        again = get_agent(Owner, "u1", root=small_disk)
+        reopened = Session.create(again).with_context("memory", description="facts", max_tokens=10**7)
+        assert [m["id"] for m in reopened.get_history()] == ["m0"]
+        assert _block(reopened, "memory") == "a fact"
+        assert VectorStore(again.store, "kb", HashEmbedder(8)).keys() == ["k0"]
 
     def test_a_failed_automatic_checkpoint_loses_no_acknowledged_write_and_recovers(self, small_disk):
         result = checkpoint_trial(small_disk)
