@@ -143,6 +143,34 @@ def race_trial(root: Path, racers: int = 4) -> RaceResult:
     return RaceResult(outcomes, sorted(p.name for p in folder.iterdir()) if folder.exists() else [])
 
 
+_LOGGED_WRITER = textwrap.dedent(
+    """
+    import os, signal, sys
+    from agentlab import Agent, get_agent
+    from agentlab.session.session import Session
+
+    class Owner(Agent):
+        initial_state = {"n": 0}
+
+    agent = get_agent(Owner, "u1", root=sys.argv[1])
+    agent.store.execute("SET checkpoint_threshold = '1GB'")  # every write stays in the log
+    session = Session.create(agent)
+    for i in range(40):
+        session.append_message({"id": f"m{i}", "role": "user", "parts": [{"type": "text", "text": f"note {i}"}]})
+    os.kill(os.getpid(), signal.SIGKILL)  # no checkpoint at close: the log stays beside the file
+    """
+)
+
+
+def killed_with_a_log(root: Path) -> tuple[Path, Path]:
+    """An agent file whose last writes are only in its write-ahead log (a writer SIGKILLed before a checkpoint)."""
+    subprocess.run([sys.executable, "-c", _LOGGED_WRITER, str(root)], capture_output=True, timeout=120)
+    path = agent_path("Owner", "u1", root)
+    wal = path.with_name(path.name + ".wal")
+    assert wal.is_file() and wal.stat().st_size > 0, "the writer left no log"
+    return path, wal
+
+
 def fill(folder: Path, leave: int) -> Path:
     """Write a filler file until only about ``leave`` bytes of the file system are free."""
     stat = os.statvfs(folder)

@@ -25,6 +25,7 @@ from .filelab import (
     checkpoint_trial,
     digest,
     fill,
+    killed_with_a_log,
     mount_tmpfs,
     race_trial,
     text_message,
@@ -105,6 +106,35 @@ class TestFilesThatAreNotAgents:
                 get_agent(Owner, "u2", root=mount)
         finally:
             subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+class TestBrokenLogs:
+    def test_a_corrupt_write_ahead_log_is_refused_and_left_alone(self, tmp_path):
+        path, wal = killed_with_a_log(tmp_path)
+        data = bytearray(wal.read_bytes())
+        for i in range(200, len(data), 97):  # damage entries after the header: their checksums fail
+            data[i] ^= 0xFF
+        wal.write_bytes(bytes(data))
+        before = (digest(path), digest(wal))
+        with pytest.raises(AgentFileError, match="write-ahead log") as caught:
+            get_agent(Owner, "u1", root=tmp_path)
+        assert str(wal) in str(caught.value)
+        assert (digest(path), digest(wal)) == before
+
+    def test_another_files_write_ahead_log_is_refused_and_left_alone(self, tmp_path):
+        path, wal = killed_with_a_log(tmp_path / "first")
+        _, other = killed_with_a_log(tmp_path / "second")
+        wal.write_bytes(other.read_bytes())
+        before = (digest(path), digest(wal))
+        with pytest.raises(AgentFileError, match="write-ahead log"):
+            get_agent(Owner, "u1", root=tmp_path / "first")
+        assert (digest(path), digest(wal)) == before
+
+    def test_an_intact_log_is_replayed(self, tmp_path):
+        killed_with_a_log(tmp_path)
+        agent = get_agent(Owner, "u1", root=tmp_path)
+        assert [m["id"] for m in Session.create(agent).get_history()] == [f"m{i}" for i in range(40)]
+        agent.close()
 
 
 class TestSchemaVersions:
