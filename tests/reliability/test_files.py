@@ -71,6 +71,16 @@ class TestFilesThatAreNotAgents:
         with pytest.raises(AgentFileError, match="SQLite database") as caught:
             get_agent(Owner, "u1", root=tmp_path)
         assert "extension" not in str(caught.value).lower()
+        # DuckDB's own message says whether it tried: with autoloading on it reports a failed download here.
+        assert "download" not in str(caught.value.__cause__).lower()
+
+    def test_agent_connections_never_install_or_load_extensions(self, tmp_path):
+        agent = get_agent(Owner, "u1", root=tmp_path)
+        settings = dict(agent.store.conn.execute(
+            "SELECT name, value FROM duckdb_settings() "
+            "WHERE name IN ('autoinstall_known_extensions', 'autoload_known_extensions')").fetchall())
+        agent.close()
+        assert settings == {"autoinstall_known_extensions": "false", "autoload_known_extensions": "false"}
 
     def test_a_directory_at_the_path_is_refused(self, tmp_path):
         path = self._target(tmp_path)
