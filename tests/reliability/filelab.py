@@ -189,9 +189,12 @@ def checkpoint_trial(mount: Path) -> CheckpointResult:
     acknowledged: list[str] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        for i in range(6000):
+        for i in range(20_000):
+            # Words DuckDB cannot compress away (its string compression shrinks repeated padding to nothing), so
+            # the file grows until a checkpoint finds the disk full, whatever its block size.
+            words = " ".join(hashlib.sha256(f"{i}-{k}".encode()).hexdigest()[:12] for k in range(20))
             try:
-                session.append_message(text_message(f"m{i}", f"note {i} " + "padding words " * 20))
+                session.append_message(text_message(f"m{i}", f"note {i} {words}"))
             except DiskFullError:
                 break  # the WAL itself could not grow: refused, nothing stored
             acknowledged.append(f"m{i}")
