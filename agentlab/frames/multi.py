@@ -3,15 +3,17 @@
 ``open_many("agentlab-data/chat-agent/*.duckdb")`` attaches every file (``ATTACH ... (READ_ONLY)``) to one
 in-memory DuckDB connection. Each table name becomes a view that stacks that table from every file (``UNION ALL``,
 or ``UNION ALL BY NAME`` where files differ in columns), with three leading columns: ``agent`` (the agent's name,
-from its ``agent_meta``), ``agent_class`` and ``_alias`` (which attached file, e.g. ``agent_7``; it tells apart
-two files holding the same name). A ``agents`` table lists the files. One SQL statement then runs over a thousand
-users' agents::
+from its ``agent_meta``), ``agent_class`` and ``_alias`` (which attached file: ``agent_<i>``, ``i`` the file's
+position in the list, so two files holding the same name are told apart). A ``agents`` table lists the files.
+One SQL statement then runs over thousands of users' agents::
 
     with open_many("agentlab-data/chat-agent/*.duckdb") as many:
         many.sql("SELECT agent, count(*) AS messages FROM messages GROUP BY agent")
 
-Views are created when a query first names them: binding a thousand-way union costs about 0.2 s of CPU per
-table, and a query usually needs one or two of the sixteen.
+The cost grows linearly with the number of files. Two connections attach files side by side (reading a file's
+catalog is most of the work), with a ``tqdm.auto`` bar from :data:`PROGRESS_FROM` files on; agent names are read
+:data:`BATCH` files per query; and views are created when a query first names them, since a query usually needs
+one or two of the sixteen tables.
 
 Invariants: nothing is ever written (files are attached read-only, views live in the in-memory catalog); a file
 missing a table (an older schema) simply adds no rows to that view; the files stay locked for reading until
@@ -30,7 +32,15 @@ from typing import Any
 
 from agentlab.errors import AgentLockedError, ExportError
 
-__all__ = ["MultiAgent", "open_many"]
+__all__ = ["BATCH", "PROGRESS_FROM", "MultiAgent", "open_many"]
+
+BATCH = 256
+"""Files per statement when reading agent names (one statement over thousands of files binds superlinearly)."""
+
+PROGRESS_FROM = 500
+"""Show a progress bar while attaching from this many files on (unless ``progress`` says otherwise)."""
+
+_ATTACHERS = 2  # connections attaching files side by side
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _QUOTED = re.compile(r'"((?:[^"]|"")+)"')
@@ -103,7 +113,7 @@ class MultiAgent:
         tables: The table names that have a stacked view.
     """
 
-    def __init__(self, paths: list[Path], *, skip_locked: bool = False) -> None:
+    def __init__(self, paths: list[Path], *, skip_locked: bool = False, progress: bool | None = None) -> None:
         import duckdb
 
         self._lock = threading.RLock()
@@ -112,20 +122,50 @@ class MultiAgent:
         self.skipped: list[str] = []
         self._files: list[dict[str, Any]] = []
         try:
-            for path in paths:
-                alias = f"agent_{len(self._files)}"
-                try:
-                    self._conn.execute(f"ATTACH {_literal(str(path))} AS {alias} (READ_ONLY)")
-                except duckdb.Error as exc:
-                    if not skip_locked:
-                        raise self._attach_error(path, exc) from None
-                    self.skipped.append(str(path))
-                    continue
-                self._files.append({"alias": alias, "path": str(path)})
+            self._attach(paths, skip_locked, len(paths) >= PROGRESS_FROM if progress is None else progress)
             self.tables = self._create_views()
         except BaseException:
             self.close()
             raise
+
+    def _attach(self, paths: list[Path], skip_locked: bool, progress: bool) -> None:
+        """Attach ``paths`` as ``agent_<i>`` from two connections at once; keep the files' order."""
+        import duckdb
+        from tqdm.auto import tqdm  # imported here: tqdm.auto may pull in IPython widgets
+
+        outcomes: list[Exception | None] = [None] * len(paths)
+        bar = tqdm(total=len(paths), desc="attaching agent files", unit="file", disable=not progress)
+        bar_lock = threading.Lock()
+
+        def attach(first: int) -> None:
+            cursor = self._conn.cursor()
+            try:
+                for i in range(first, len(paths), _ATTACHERS):
+                    try:
+                        cursor.execute(f"ATTACH {_literal(str(paths[i]))} AS agent_{i} (READ_ONLY)")
+                    except duckdb.Error as exc:
+                        outcomes[i] = exc
+                    with bar_lock:
+                        bar.update(1)
+            finally:
+                cursor.close()
+
+        workers = [threading.Thread(target=attach, args=(k,), daemon=True) for k in range(1, _ATTACHERS)]
+        try:
+            for worker in workers:
+                worker.start()
+            attach(0)
+        finally:
+            for worker in workers:
+                worker.join()
+            bar.close()
+        for i, (path, failure) in enumerate(zip(paths, outcomes)):
+            if failure is None:
+                self._files.append({"alias": f"agent_{i}", "path": str(path)})
+            elif skip_locked:
+                self.skipped.append(str(path))
+            else:
+                raise self._attach_error(path, failure) from None
 
     @staticmethod
     def _attach_error(path: Path, exc: Exception) -> Exception:
@@ -148,11 +188,11 @@ class MultiAgent:
         for f in self._files:
             f["agent"] = f["agent_class"] = None
         with_meta = [a for shape in shapes.get("agent_meta", {}).values() for a in shape]
-        if with_meta:
-            names = " UNION ALL ".join(f"SELECT {_literal(a)}, key, value FROM {a}.agent_meta" for a in with_meta)
+        for start in range(0, len(with_meta), BATCH):
+            names = " UNION ALL ".join(f"SELECT {_literal(a)}, key, value FROM {a}.agent_meta "
+                                       "WHERE key IN ('name', 'class')" for a in with_meta[start:start + BATCH])
             for alias, key, value in self._conn.execute(names).fetchall():
-                if key in ("name", "class"):
-                    aliases[alias]["agent" if key == "name" else "agent_class"] = value
+                aliases[alias]["agent" if key == "name" else "agent_class"] = value
         import pyarrow as pa
 
         listing = pa.table({key: pa.array([f[key] for f in self._files], pa.string())
@@ -259,6 +299,7 @@ def open_many(
     paths_or_glob: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
     *,
     skip_locked: bool = False,
+    progress: bool | None = None,
 ) -> MultiAgent:
     """Attach many agent files read-only to one DuckDB connection, to query them together.
 
@@ -267,6 +308,7 @@ def open_many(
             ``*.duckdb`` below it), one file, or an iterable of files.
         skip_locked: Leave out files that cannot be attached (open for writing elsewhere, or in this process)
             and list them in ``MultiAgent.skipped``, instead of raising.
+        progress: Show a ``tqdm.auto`` bar while attaching; by default from :data:`PROGRESS_FROM` files on.
 
     Returns:
         A :class:`MultiAgent`; close it (or use ``with``) to release the files.
@@ -276,4 +318,4 @@ def open_many(
         AgentLockedError: Another process holds a file open for writing.
         ExportError: A file is open in this process (a live agent); close it first.
     """
-    return MultiAgent(_expand(paths_or_glob), skip_locked=skip_locked)
+    return MultiAgent(_expand(paths_or_glob), skip_locked=skip_locked, progress=progress)
