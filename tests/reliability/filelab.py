@@ -143,6 +143,65 @@ def race_trial(root: Path, racers: int = 4) -> RaceResult:
     return RaceResult(outcomes, sorted(p.name for p in folder.iterdir()) if folder.exists() else [])
 
 
+_CREATOR = textwrap.dedent(
+    """
+    import sys
+    from agentlab import Agent, get_agent
+
+    class Creator(Agent):
+        initial_state = {"n": 0}
+
+    root = sys.argv[1]
+    print("ready", flush=True)
+    for i in range(100_000):
+        get_agent(Creator, f"user-{i}", root=root).close()
+    """
+)
+
+
+@dataclass
+class KilledCreationResult:
+    files: list[str]
+    unreadable: list[str]
+    leftovers: list[str]
+    after_next: list[str]
+
+    @property
+    def problems(self) -> list[str]:
+        found = [f"{name} is not a whole agent file" for name in self.unreadable]
+        found += [f"{name} was left behind after the next creation" for name in self.after_next]
+        found += [f"unexpected leftover {name}" for name in self.leftovers
+                  if not name.endswith((".creating", ".creating.wal"))]
+        return found
+
+
+def killed_creation_trial(root: Path, delay: float) -> KilledCreationResult:
+    """Kill (SIGKILL) a process that creates agents one after another; every file left must be a whole agent."""
+    import signal
+
+    proc = subprocess.Popen([sys.executable, "-c", _CREATOR, str(root)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    time.sleep(delay)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    folder, creating = root / "creator", root / "creator" / ".agentlab-creating"
+    files = sorted(p.name for p in folder.glob("*.duckdb")) if folder.exists() else []
+    unreadable = []
+    for name in files:
+        try:
+            Store(folder / name, read_only=True).close()  # refuses anything but a whole, migrated agent file
+        except Exception as exc:  # reported
+            unreadable.append(f"{name} ({type(exc).__name__}: {exc})")
+    leftovers = sorted(p.name for p in creating.iterdir()) if creating.exists() else []
+
+    class Creator(Agent):
+        initial_state = {"n": 0}  # noqa: RUF012
+
+    get_agent(Creator, "one-more", root=root).close()  # sweeps what the killed process left
+    after = sorted(p.name for p in creating.iterdir()) if creating.exists() else []
+    return KilledCreationResult(files, unreadable, leftovers, after)
+
+
 def fill(folder: Path, leave: int) -> Path:
     """Write a filler file until only about ``leave`` bytes of the file system are free."""
     stat = os.statvfs(folder)
