@@ -21,6 +21,7 @@ SCRIPTS = {
     "context": ["context_bench.py"],
     "chat": ["chat_bench.py"],
     "frames": ["frames_bench.py"],
+    "small_agents": ["small_agents_bench.py", "--files", "500,1000,2000,5000,10000"],
     "eval": ["eval_bench.py"],
     "experiments": ["experiments_bench.py"],
     "widgets": ["widgets_bench.py"],

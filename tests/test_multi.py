@@ -109,3 +109,50 @@ class TestOpenManyRefusals:
     def test_a_missing_file_is_reported(self, root):
         with pytest.raises(FileNotFoundError, match="nope.duckdb"):
             open_many([root / "nope.duckdb"])
+
+
+class TestOpenManyReadsInBatches:
+    def test_batches_give_the_same_tables_as_one_read(self, root, monkeypatch):
+        with open_many(root) as many:
+            whole = many.sql("SELECT agent, agent_class, _alias, id FROM messages ORDER BY _alias, seq")
+            listing = many.agents
+        from agentlab.frames import multi
+
+        monkeypatch.setattr(multi, "BATCH", 1)
+        with open_many(root) as many:
+            assert many.sql("SELECT agent, agent_class, _alias, id FROM messages ORDER BY _alias, seq").equals(whole)
+            assert many.agents.equals(listing)
+        assert sorted(listing["alias"]) == [f"agent_{i}" for i in range(4)]
+
+    def test_a_later_batch_with_another_schema_adds_columns_holding_null_for_the_rest(self, root, tmp_path,
+                                                                                       monkeypatch):
+        from agentlab.frames import multi
+
+        old = Store(tmp_path / "agent" / "zz-old.duckdb", migrations=MIGRATIONS[:1])
+        old.execute("INSERT INTO agent_meta VALUES ('name', 'old'), ('class', 'agent')")
+        old.execute("CREATE TABLE notes (body VARCHAR)")
+        old.execute("INSERT INTO notes VALUES ('kept')")
+        old.close()
+        newest = get_agent(Agent, "newest", root=root)
+        newest.sql("CREATE TABLE notes (body VARCHAR, stars INTEGER)")
+        newest.sql("INSERT INTO notes VALUES ('shiny', 5)")
+        newest.close()
+        monkeypatch.setattr(multi, "BATCH", 1)
+        with open_many(root / "agent") as many:
+            notes = many.sql("SELECT agent, body, stars FROM notes ORDER BY agent").values.tolist()
+        assert [row[:2] for row in notes] == [["newest", "shiny"], ["old", "kept"]]
+        assert notes[0][2] == 5 and notes[1][2] != notes[1][2]  # NaN: the old file has no stars column
+
+    def test_the_files_are_free_for_writers_once_open_many_returns(self, root):
+        with open_many(root / "agent") as many:
+            agent = get_agent(Agent, "bob", root=root)  # would raise if open_many still held the file
+            Session(agent).append_message({"id": "later", "role": "user", "parts": []})
+            agent.close()
+            assert many.sql("SELECT count(*) AS n FROM messages WHERE agent = 'bob'")["n"].tolist() == [5]
+
+    def test_a_progress_bar_shows_when_asked_and_not_otherwise(self, root, capsys):
+        open_many(root, progress=True).close()
+        assert "reading agent files" in capsys.readouterr().err
+        open_many(root, progress=False).close()
+        open_many(root).close()  # four files: below PROGRESS_FROM
+        assert "reading agent files" not in capsys.readouterr().err

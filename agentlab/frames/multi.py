@@ -1,28 +1,30 @@
-"""Many agents at once: attach their DuckDB files read-only in one connection and query them as one database.
+"""Many agents at once: read their DuckDB files into one in-memory database and query them as one.
 
-``open_many("agentlab-data/chat-agent/*.duckdb")`` attaches every file (``ATTACH ... (READ_ONLY)``) to one
-in-memory DuckDB connection. Each table name becomes a view that stacks that table from every file (``UNION ALL``,
-or ``UNION ALL BY NAME`` where files differ in columns), with three leading columns: ``agent`` (the agent's name,
-from its ``agent_meta``), ``agent_class`` and ``_alias`` (which attached file, e.g. ``agent_7``; it tells apart
-two files holding the same name). A ``agents`` table lists the files. One SQL statement then runs over a thousand
-users' agents::
+``open_many("agentlab-data/chat-agent/*.duckdb")`` reads every file (attached read-only, :data:`BATCH` files at a
+time) into one in-memory DuckDB connection. Each table name becomes one table stacking that table's rows from every
+file, with three leading columns: ``agent`` (the agent's name, from its ``agent_meta``), ``agent_class`` and
+``_alias`` (which file: ``agent_<i>``, ``i`` the file's position in the list, so two files holding the same name
+are told apart). Where files differ in columns (older schemas), the table has every column and rows lacking one
+hold NULL in it. A ``agents`` table lists the files. One SQL statement then runs over thousands of users' agents::
 
     with open_many("agentlab-data/chat-agent/*.duckdb") as many:
         many.sql("SELECT agent, count(*) AS messages FROM messages GROUP BY agent")
 
-Views are created when a query first names them: binding a thousand-way union costs about 0.2 s of CPU per
-table, and a query usually needs one or two of the sixteen.
+Cost grows linearly with the files and their rows: a batch is attached (by two connections side by side, since
+reading a file's catalog is most of the work), its rows are copied with one statement per table, and it is detached
+again, so memory holds the rows, not thousands of catalogs. A ``tqdm.auto`` bar shows the progress from
+:data:`PROGRESS_FROM` files on. Copying suits many small agents; a few large ones are better read one at a time
+(``agent.sql``, ``session.messages_df()``), since their rows would be held in memory.
 
-Invariants: nothing is ever written (files are attached read-only, views live in the in-memory catalog); a file
-missing a table (an older schema) simply adds no rows to that view; the files stay locked for reading until
-:meth:`MultiAgent.close`, so no process can write them meanwhile.
+Invariants: nothing is ever written (files are attached read-only; the tables live in memory); a file missing a
+table (an older schema) simply adds no rows to it; the result is a snapshot of the files as they were read, and no
+file stays locked after :func:`open_many` returns, so agents can be opened for writing while it is used.
 """
 
 from __future__ import annotations
 
 import glob as _glob
 import os
-import re
 import threading
 from collections.abc import Iterable
 from pathlib import Path
@@ -30,16 +32,24 @@ from typing import Any
 
 from agentlab.errors import AgentLockedError, ExportError
 
-__all__ = ["MultiAgent", "open_many"]
+__all__ = ["BATCH", "PROGRESS_FROM", "MultiAgent", "open_many"]
 
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_QUOTED = re.compile(r'"((?:[^"]|"")+)"')
+BATCH = 256
+"""Files attached at a time. A statement over thousands of files binds superlinearly, and each attached file's
+catalog costs about 0.4 MB, so files are read in batches of this size."""
 
-_CATALOG = """
-SELECT database_name, table_name, list(column_name ORDER BY column_index) AS columns
-FROM duckdb_columns()
-WHERE schema_name = 'main' AND NOT internal AND starts_with(database_name, 'agent_')
-GROUP BY database_name, table_name
+PROGRESS_FROM = 500
+"""Show a progress bar from this many files on (unless ``progress`` says otherwise)."""
+
+_WORKERS = 2  # connections reading batches side by side
+_LISTING = "agents"  # the table that lists the files; a file's own table of that name is left out
+_LEADING = ("agent", "agent_class", "_alias")  # columns every stacked table starts with; a file's own are left out
+
+# One row per table of the attached files: its row count (an upper bound; 0 means empty) and its CREATE statement,
+# which stands for its shape (DESCRIBE reads the columns once per distinct statement).
+_TABLES = """
+SELECT database_name, table_name, estimated_size, sql FROM duckdb_tables()
+WHERE schema_name = 'main' AND starts_with(database_name, 'agent_')
 """
 
 
@@ -76,13 +86,12 @@ class _Sql:
         self._owner = owner
 
     def __call__(self, query: str, *params: Any) -> Any:
-        """Run ``query`` over the attached agents; return a pandas DataFrame."""
+        """Run ``query`` over the agents' rows; return a pandas DataFrame."""
         return self.arrow(query, *params).to_pandas()
 
     def arrow(self, query: str, *params: Any) -> Any:
         """Run ``query``; return a pyarrow Table (no copy through pandas)."""
         with self._owner._lock:
-            self._owner._ensure_views(query)
             rel = self._owner._connection().sql(query, params=list(params) if params else None)
             if rel is None:
                 import pyarrow as pa
@@ -95,15 +104,106 @@ class _Sql:
         return self.arrow(query, *params).to_pylist()
 
 
+class _Reader:
+    """One worker of :class:`MultiAgent`: attaches batches of files with its own connection, appends their rows to
+    its own tables (``_parts.<table>_<worker>``, so two workers never change one table) and detaches them again."""
+
+    def __init__(self, conn: Any, worker: int) -> None:
+        self.cursor = conn.cursor()
+        self.worker = worker
+        self.columns: dict[str, dict[str, str]] = {}  # stacked table -> its columns and their types, in order
+        self.files: dict[int, dict[str, Any]] = {}  # position in the list -> the file's listing row
+        self.shapes: dict[str, tuple[tuple[str, str], ...]] = {}  # a table's CREATE statement -> its columns
+        self.failures: dict[int, Exception] = {}
+
+    def part(self, table: str) -> str:
+        return f"_parts.{_ident(f'{table}_{self.worker}')}"
+
+    def read(self, paths: list[Path], start: int, stop: int) -> None:
+        import duckdb
+
+        attached: list[dict[str, Any]] = []
+        for i in range(start, stop):
+            try:
+                self.cursor.execute(f"ATTACH {_literal(str(paths[i]))} AS agent_{i} (READ_ONLY)")
+            except duckdb.Error as exc:
+                self.failures[i] = exc
+                continue
+            attached.append({"alias": f"agent_{i}", "path": str(paths[i]), "agent": None, "agent_class": None})
+        try:
+            self._copy(attached)
+        finally:
+            for f in attached:
+                self.cursor.execute(f"DETACH {f['alias']}")
+        for f in attached:
+            self.files[int(str(f["alias"]).removeprefix("agent_"))] = f
+
+    def _copy(self, attached: list[dict[str, Any]]) -> None:
+        """Append every table's rows of the attached batch to the stacked tables (one statement per table)."""
+        import duckdb
+
+        if not attached:
+            return
+        by_alias = {f["alias"]: f for f in attached}
+        shapes: dict[str, dict[tuple[tuple[str, str], ...], list[str]]] = {}
+        rows: dict[tuple[str, str], int] = {}
+        for alias, table, size, sql in self.cursor.execute(_TABLES).fetchall():
+            if alias not in by_alias or table == _LISTING:
+                continue
+            shape = self.shapes.get(sql)
+            if shape is None:
+                described = self.cursor.execute(f"DESCRIBE {alias}.{_ident(table)}").fetchall()
+                shape = self.shapes[sql] = tuple((r[0], r[1]) for r in described if r[0] not in _LEADING)
+            shapes.setdefault(table, {}).setdefault(shape, []).append(alias)
+            rows[(alias, table)] = size
+        with_meta = [a for shape in shapes.get("agent_meta", {}).values() for a in shape if rows.get((a, "agent_meta"))]
+        if with_meta:
+            names = " UNION ALL ".join(f"SELECT {_literal(a)}, key, value FROM {a}.agent_meta "
+                                       "WHERE key IN ('name', 'class')" for a in with_meta)
+            for alias, key, value in self.cursor.execute(names).fetchall():
+                by_alias[alias]["agent" if key == "name" else "agent_class"] = value
+        for table, groups in sorted(shapes.items()):
+            for shape, aliases in groups.items():
+                self._ensure_table(table, shape)
+                filled = [a for a in aliases if rows.get((a, table))]
+                if not filled:
+                    continue
+                columns = ", ".join(_ident(name) for name, _ in shape)
+                branches = " UNION ALL ".join(
+                    f"SELECT {_literal(by_alias[a]['agent'] or '')}, {_literal(by_alias[a]['agent_class'] or '')}, "
+                    f"{_literal(a)}, {columns} FROM {a}.{_ident(table)}" for a in filled)
+                try:
+                    self.cursor.execute(f"INSERT INTO {self.part(table)} (agent, agent_class, _alias, "
+                                        f"{columns}) {branches}")
+                except duckdb.Error as exc:
+                    raise ExportError(f"The files' {table} tables cannot be stacked (their columns disagree in "
+                                      f"type): {str(exc).splitlines()[0]}") from exc
+
+    def _ensure_table(self, table: str, shape: tuple[tuple[str, str], ...]) -> None:
+        """Create this worker's ``table``, or add the columns of ``shape`` it lacks (a file of another schema)."""
+        known = self.columns.get(table)
+        if known is None:
+            columns = ", ".join(f"{_ident(name)} {kind}" for name, kind in shape)
+            self.cursor.execute(f"CREATE TABLE {self.part(table)} "
+                                f"(agent VARCHAR, agent_class VARCHAR, _alias VARCHAR, {columns})")
+            self.columns[table] = dict(shape)
+            return
+        for name, kind in shape:
+            if name not in known:
+                self.cursor.execute(f"ALTER TABLE {self.part(table)} ADD COLUMN {_ident(name)} {kind}")
+                known[name] = kind
+
+
 class MultiAgent:
-    """Agent files attached read-only to one DuckDB connection. Create with :func:`open_many`.
+    """The rows of many agent files in one in-memory DuckDB connection. Create with :func:`open_many`.
 
     Attributes:
-        sql: Runs SQL over the stacked views (``many.sql(q)``, ``many.sql.arrow(q)``, ``many.sql.rows(q)``).
-        tables: The table names that have a stacked view.
+        sql: Runs SQL over the stacked tables (``many.sql(q)``, ``many.sql.arrow(q)``, ``many.sql.rows(q)``).
+        tables: The names of the stacked tables.
+        skipped: Files left out because they could not be attached (with ``skip_locked=True``).
     """
 
-    def __init__(self, paths: list[Path], *, skip_locked: bool = False) -> None:
+    def __init__(self, paths: list[Path], *, skip_locked: bool = False, progress: bool | None = None) -> None:
         import duckdb
 
         self._lock = threading.RLock()
@@ -112,20 +212,62 @@ class MultiAgent:
         self.skipped: list[str] = []
         self._files: list[dict[str, Any]] = []
         try:
-            for path in paths:
-                alias = f"agent_{len(self._files)}"
-                try:
-                    self._conn.execute(f"ATTACH {_literal(str(path))} AS {alias} (READ_ONLY)")
-                except duckdb.Error as exc:
-                    if not skip_locked:
-                        raise self._attach_error(path, exc) from None
+            readers = self._read(paths, len(paths) >= PROGRESS_FROM if progress is None else progress)
+            for i, path in enumerate(paths):
+                failure = next((r.failures[i] for r in readers if i in r.failures), None)
+                if failure is None:
+                    self._files.append(next(r.files[i] for r in readers if i in r.files))
+                elif skip_locked:
                     self.skipped.append(str(path))
-                    continue
-                self._files.append({"alias": alias, "path": str(path)})
-            self.tables = self._create_views()
+                else:
+                    raise self._attach_error(path, failure) from None
+            self.tables = self._merge(readers)
+            self._list_files()
         except BaseException:
             self.close()
             raise
+
+    def _read(self, paths: list[Path], progress: bool) -> list[_Reader]:
+        """Read the files in batches, two workers side by side (DuckDB works without the GIL)."""
+        from tqdm.auto import tqdm  # imported here: tqdm.auto may pull in IPython widgets
+
+        self._conn.execute("CREATE SCHEMA _parts")
+        readers = [_Reader(self._conn, k) for k in range(_WORKERS)]
+        bar = tqdm(total=len(paths), desc="reading agent files", unit="file", disable=not progress)
+        bar_lock = threading.Lock()
+        errors: list[BaseException] = []
+
+        def work(reader: _Reader, first: int) -> None:
+            try:
+                for start in range(first * BATCH, len(paths), _WORKERS * BATCH):
+                    if errors:
+                        return
+                    reader.read(paths, start, min(start + BATCH, len(paths)))
+                    with bar_lock:
+                        bar.update(min(BATCH, len(paths) - start))
+            except BaseException as exc:  # handed to the caller's thread
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(readers[k], k), daemon=True) for k in range(1, _WORKERS)]
+        try:
+            for thread in threads:
+                thread.start()
+            work(readers[0], 0)
+        finally:
+            for thread in threads:
+                thread.join()
+            bar.close()
+        if errors:
+            raise errors[0]
+        return readers
+
+    def _merge(self, readers: list[_Reader]) -> list[str]:
+        """Make each table one view over its per-worker parts; return the table names."""
+        tables = sorted({t for r in readers for t in r.columns})
+        for table in tables:
+            parts = [f"SELECT * FROM {r.part(table)}" for r in readers if table in r.columns]
+            self._conn.execute(f"CREATE TEMP VIEW {_ident(table)} AS " + " UNION ALL BY NAME ".join(parts))
+        return tables
 
     @staticmethod
     def _attach_error(path: Path, exc: Exception) -> Exception:
@@ -137,46 +279,14 @@ class MultiAgent:
             return AgentLockedError(str(path), text.split("\n")[0])
         return exc
 
-    def _create_views(self) -> list[str]:
-        # Catalog and names are read with one query each, not one per file: with a thousand files attached,
-        # every catalog function walks all of them, so per-file lookups would cost quadratic time.
-        aliases = {f["alias"]: f for f in self._files}
-        shapes: dict[str, dict[tuple[str, ...], list[str]]] = {}
-        for alias, table, columns in self._conn.execute(_CATALOG).fetchall():
-            if alias in aliases:
-                shapes.setdefault(table, {}).setdefault(tuple(columns), []).append(alias)
-        for f in self._files:
-            f["agent"] = f["agent_class"] = None
-        with_meta = [a for shape in shapes.get("agent_meta", {}).values() for a in shape]
-        if with_meta:
-            names = " UNION ALL ".join(f"SELECT {_literal(a)}, key, value FROM {a}.agent_meta" for a in with_meta)
-            for alias, key, value in self._conn.execute(names).fetchall():
-                if key in ("name", "class"):
-                    aliases[alias]["agent" if key == "name" else "agent_class"] = value
+    def _list_files(self) -> None:
         import pyarrow as pa
 
         listing = pa.table({key: pa.array([f[key] for f in self._files], pa.string())
                             for key in ("alias", "agent", "agent_class", "path")})
         self._conn.register("_agentlab_listing", listing)  # one insert, not a thousand (executemany is slow)
-        self._conn.execute("CREATE TEMP TABLE agents AS SELECT * FROM _agentlab_listing")
+        self._conn.execute(f"CREATE TEMP TABLE {_LISTING} AS SELECT * FROM _agentlab_listing")
         self._conn.unregister("_agentlab_listing")
-        self._shapes = {t: g for t, g in shapes.items() if t != "agents"}  # "agents" is the listing above
-        self._aliases = aliases
-        self._made: set[str] = set()
-        return sorted(self._shapes)
-
-    def _ensure_views(self, query: str) -> None:
-        """Create the stacked views that ``query`` names (a word matching a table name is enough)."""
-        wanted = {w.lower() for w in _WORD.findall(query)} | set(_QUOTED.findall(query))
-        for table in sorted(wanted.intersection(self._shapes) - self._made):
-            groups, aliases = self._shapes[table], self._aliases
-            branches = [f"SELECT {_literal(aliases[a]['agent'] or '')} AS agent, "
-                        f"{_literal(aliases[a]['agent_class'] or '')} AS agent_class, {_literal(a)} AS _alias, * "
-                        f"FROM {a}.{_ident(table)}" for shape in groups.values() for a in shape]
-            # Plain UNION ALL binds much faster; BY NAME only when files disagree on the columns (older schemas).
-            glue = "\nUNION ALL\n" if len(groups) == 1 else "\nUNION ALL BY NAME\n"
-            self._connection().execute(f"CREATE TEMP VIEW {_ident(table)} AS " + glue.join(branches))
-            self._made.add(table)
 
     def _connection(self) -> Any:
         if self._conn is None:
@@ -216,7 +326,6 @@ class MultiAgent:
             aliases, seqs = table.column("_alias"), table.column("seq")
 
             def contents(rows: list[int]) -> list[str]:
-                self._ensure_views("messages")
                 return [self._connection().execute(
                     "SELECT content FROM messages WHERE _alias = ? AND seq = ?",
                     [aliases[i].as_py(), seqs[i].as_py()]).fetchone()[0] for i in rows]
@@ -259,6 +368,7 @@ def open_many(
     paths_or_glob: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
     *,
     skip_locked: bool = False,
+    progress: bool | None = None,
 ) -> MultiAgent:
     """Attach many agent files read-only to one DuckDB connection, to query them together.
 
@@ -267,6 +377,7 @@ def open_many(
             ``*.duckdb`` below it), one file, or an iterable of files.
         skip_locked: Leave out files that cannot be attached (open for writing elsewhere, or in this process)
             and list them in ``MultiAgent.skipped``, instead of raising.
+        progress: Show a ``tqdm.auto`` bar while attaching; by default from :data:`PROGRESS_FROM` files on.
 
     Returns:
         A :class:`MultiAgent`; close it (or use ``with``) to release the files.
@@ -276,4 +387,4 @@ def open_many(
         AgentLockedError: Another process holds a file open for writing.
         ExportError: A file is open in this process (a live agent); close it first.
     """
-    return MultiAgent(_expand(paths_or_glob), skip_locked=skip_locked)
+    return MultiAgent(_expand(paths_or_glob), skip_locked=skip_locked, progress=progress)

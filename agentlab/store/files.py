@@ -7,8 +7,12 @@ Invariants:
   write-ahead log cannot be replayed (damaged, or another file's), raises :class:`~agentlab.errors.AgentFileError`
   and is left byte for byte as it was, its log too; one written by a newer schema raises
   :class:`~agentlab.errors.SchemaTooNewError` unless opened read-only.
-* A new file appears complete or not at all: it is built and migrated under a temporary name in a folder beside
-  its path and linked into place, so a process that loses a race to create it opens the winner's file.
+* A new file appears complete or not at all: it is written under a temporary name in a folder beside its path,
+  flushed to disk and linked into place, so a process that loses a race to create it opens the winner's file.
+* A new file is a copy of the process's template: an empty DuckDB file to which the very migrations of the
+  store were applied, built once per process (and per list of migrations). So a new file's schema is exactly
+  that of an old file migrated to the same version, and creating an agent runs no DDL. New files use
+  :data:`BLOCK_SIZE` blocks; files written with DuckDB's default 256 KiB blocks keep them and keep working.
 * Pending migrations are applied each with its record in one transaction.
 """
 
@@ -19,6 +23,7 @@ import os
 import re
 import shutil
 import socket
+import threading
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,8 +39,8 @@ from agentlab.errors import (
 )
 from agentlab.store.migrations import Migration
 
-__all__ = ["DURABLE", "MEMORY", "connect", "create_file", "is_disk_full", "migrate", "open_reason",
-           "remove_database_files"]
+__all__ = ["BLOCK_SIZE", "DURABLE", "MEMORY", "connect", "create_file", "is_disk_full", "migrate", "open_reason",
+           "remove_database_files", "template_bytes"]
 
 MEMORY = ":memory:"
 
@@ -73,6 +78,16 @@ _NO_SPACE = ("No space left on device", "Disk quota exceeded", "not enough space
 
 # The folder, beside an agent file, where new files are built before they are linked into place.
 _CREATING = ".agentlab-creating"
+
+# DuckDB's smallest block size, for new files. DuckDB gives each table's data, each string dictionary and its
+# metadata blocks of their own, so with the default 256 KiB blocks an agent with twenty messages took 2.5 MB
+# (sqlite3 with FTS5: 184 KB); with 16 KiB blocks it takes about 200 KB. The block size is stored in the file's
+# header, so files made with other sizes open as they are.
+BLOCK_SIZE = 16_384
+
+# Template files by migration list (names and functions): the bytes every new file of this process starts from.
+_templates: dict[tuple[tuple[str, object], ...], bytes] = {}
+_templates_lock = threading.Lock()
 
 def is_disk_full(exc: BaseException) -> bool:
     text = str(exc)
@@ -203,8 +218,55 @@ def _sweep_stale_creations(folder: Path) -> None:
             continue
 
 
+def template_bytes(migrations: Sequence[Migration], work: Path) -> bytes:
+    """The bytes of a new, fully migrated agent file, built in ``work`` on first use and kept for the process.
+
+    The template is an empty DuckDB file (with :data:`BLOCK_SIZE` blocks) to which ``migrations`` were applied
+    by :func:`migrate`, exactly as for any older file; it holds no agent's data.
+
+    Raises:
+        MigrationError: A migration failed.
+        DiskFullError, OSError: The template could not be written in ``work``.
+    """
+    key = tuple((m.name, m.apply) for m in migrations)
+    with _templates_lock:
+        data = _templates.get(key)
+        if data is not None:
+            return data
+        temp = work / f".template.{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}.creating"
+        try:
+            try:
+                conn = duckdb.connect(str(temp), config={**_CONFIG, "default_block_size": str(BLOCK_SIZE)})
+                try:
+                    conn.execute("SET enable_progress_bar = false")  # never print a bar in the caller's output
+                    migrate(conn, str(temp), migrations, False)
+                finally:
+                    conn.close()  # checkpoints: every byte is in the file, and no WAL is left
+            except duckdb.Error as exc:
+                # OSError(ENOENT, ...) is a FileNotFoundError: the creator retries when another one removed the
+                # emptied folder just as this template was started in it.
+                code = (errno.ENOSPC if is_disk_full(exc) else errno.ENOENT if "No such file" in str(exc)
+                        else errno.EIO)
+                raise OSError(code, f"the template of new agent files cannot be built ({exc})") from exc
+            if Path(str(temp) + ".wal").exists():
+                raise OSError(errno.EIO, "the template of new agent files kept a write-ahead log after closing")
+            data = _templates[key] = temp.read_bytes()
+            return data
+        finally:
+            _remove_quietly(temp)
+
+
+def _write_durably(temp: Path, data: bytes) -> None:
+    """Write ``data`` to the new file ``temp`` and flush it to disk (a crash never leaves a linked half file)."""
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
 def create_file(path: Path, migrations: Sequence[Migration]) -> None:
-    """Create the migrated file at ``path`` atomically: build it under a temporary name, then link it in.
+    """Create the migrated file at ``path`` atomically: write a copy of the template, then link it in.
 
     If another process creates ``path`` first, its file is kept and this one discarded.
     """
@@ -217,18 +279,12 @@ def create_file(path: Path, migrations: Sequence[Migration]) -> None:
             work.mkdir(exist_ok=True)
             _sweep_stale_creations(work)
             try:
-                conn = connect(str(temp), False)
+                _write_durably(temp, template_bytes(migrations, work))
                 break
-            except (AgentFileError, DiskFullError) as exc:
-                if isinstance(exc, DiskFullError):
-                    raise DiskFullError(str(path), "creating it") from None
-                if not work.exists() and attempt < 4:
+            except FileNotFoundError:
+                if attempt < 4:
                     continue  # another creator removed the emptied folder just now
-                raise AgentFileError(str(path), f"it cannot be created in {path.parent} ({exc.reason})") from None
-        try:
-            migrate(conn, str(path), migrations, False)
-        finally:
-            conn.close()  # checkpoints: the file is complete and no WAL is left
+                raise
         try:
             os.link(temp, path)
         except FileExistsError:
@@ -238,10 +294,12 @@ def create_file(path: Path, migrations: Sequence[Migration]) -> None:
             if not path.exists():
                 os.replace(temp, path)
     except OSError as exc:
-        if exc.errno == errno.ENOSPC:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             raise DiskFullError(str(path), "creating it") from exc
         if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
             raise AgentFileError(str(path), f"it cannot be created here ({exc.strerror})") from exc
+        if exc.errno == errno.EIO:
+            raise AgentFileError(str(path), f"it cannot be created in {path.parent} ({exc.strerror})") from exc
         raise
     finally:
         _remove_quietly(temp)

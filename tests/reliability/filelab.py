@@ -176,6 +176,22 @@ _LOGGED_WRITER = textwrap.dedent(
 )
 
 
+_CREATOR = textwrap.dedent(
+    """
+    import sys
+    from agentlab import Agent, get_agent
+
+    class Creator(Agent):
+        initial_state = {"n": 0}
+
+    root = sys.argv[1]
+    print("ready", flush=True)
+    for i in range(100_000):
+        get_agent(Creator, f"user-{i}", root=root).close()
+    """
+)
+
+
 def killed_with_a_log(root: Path) -> tuple[Path, Path]:
     """An agent file whose last writes are only in its write-ahead log (a writer SIGKILLed before a checkpoint)."""
     subprocess.run([sys.executable, "-c", _LOGGED_WRITER, str(root)], capture_output=True, timeout=120)
@@ -183,6 +199,49 @@ def killed_with_a_log(root: Path) -> tuple[Path, Path]:
     wal = path.with_name(path.name + ".wal")
     assert wal.is_file() and wal.stat().st_size > 0, "the writer left no log"
     return path, wal
+
+
+@dataclass
+class KilledCreationResult:
+    files: list[str]
+    unreadable: list[str]
+    leftovers: list[str]
+    after_next: list[str]
+
+    @property
+    def problems(self) -> list[str]:
+        found = [f"{name} is not a whole agent file" for name in self.unreadable]
+        found += [f"{name} was left behind after the next creation" for name in self.after_next]
+        found += [f"unexpected leftover {name}" for name in self.leftovers
+                  if not name.endswith((".creating", ".creating.wal"))]
+        return found
+
+
+def killed_creation_trial(root: Path, delay: float) -> KilledCreationResult:
+    """Kill (SIGKILL) a process that creates agents one after another; every file left must be a whole agent."""
+    import signal
+
+    proc = subprocess.Popen([sys.executable, "-c", _CREATOR, str(root)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    time.sleep(delay)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    folder, creating = root / "creator", root / "creator" / ".agentlab-creating"
+    files = sorted(p.name for p in folder.glob("*.duckdb")) if folder.exists() else []
+    unreadable = []
+    for name in files:
+        try:
+            Store(folder / name, read_only=True).close()  # refuses anything but a whole, migrated agent file
+        except Exception as exc:  # reported
+            unreadable.append(f"{name} ({type(exc).__name__}: {exc})")
+    leftovers = sorted(p.name for p in creating.iterdir()) if creating.exists() else []
+
+    class Creator(Agent):
+        initial_state = {"n": 0}  # noqa: RUF012
+
+    get_agent(Creator, "one-more", root=root).close()  # sweeps what the killed process left
+    after = sorted(p.name for p in creating.iterdir()) if creating.exists() else []
+    return KilledCreationResult(files, unreadable, leftovers, after)
 
 
 def fill(folder: Path, leave: int) -> Path:
@@ -231,9 +290,12 @@ def checkpoint_trial(mount: Path) -> CheckpointResult:
     acknowledged: list[str] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        for i in range(6000):
+        for i in range(20_000):
+            # Words DuckDB cannot compress away (its string compression shrinks repeated padding to nothing), so
+            # the file grows until a checkpoint finds the disk full, whatever its block size.
+            words = " ".join(hashlib.sha256(f"{i}-{k}".encode()).hexdigest()[:12] for k in range(20))
             try:
-                session.append_message(text_message(f"m{i}", f"note {i} " + "padding words " * 20))
+                session.append_message(text_message(f"m{i}", f"note {i} {words}"))
             except DiskFullError:
                 break  # the WAL itself could not grow: refused, nothing stored
             acknowledged.append(f"m{i}")

@@ -25,6 +25,7 @@ from .filelab import (
     checkpoint_trial,
     digest,
     fill,
+    killed_creation_trial,
     killed_with_a_log,
     mount_tmpfs,
     race_trial,
@@ -159,6 +160,14 @@ class TestCreateRaces:
     def test_processes_racing_to_create_an_agent_get_it_or_the_lock_error(self, tmp_path):
         for trial in range(6):
             result = race_trial(tmp_path / f"trial{trial}")
+            assert result.problems == [], result
+
+
+@pytest.mark.slow
+class TestKilledCreation:
+    def test_a_creator_killed_at_any_moment_leaves_only_whole_files_and_nothing_after_the_next(self, tmp_path):
+        for trial, delay in enumerate((0.05, 0.2, 0.45, 0.7, 1.0, 1.3)):
+            result = killed_creation_trial(tmp_path / f"trial{trial}", delay)
             assert result.problems == [], result
 
 
