@@ -11,6 +11,7 @@ Invariants:
   stores the prompt under ``(session id, "_system_prompt")``, so no two sessions share a stored block.
 * After a compaction or ``clear_messages()`` the frozen prompt is refreshed, and the loaded-skill set is rebuilt
   from what the model can still see.
+* Every write to a writable block is recorded in the memory timeline (:mod:`agentlab.context.history`).
 * ``unload_context`` replaces the loaded text in history by a marker; the text itself is archived in
   ``context_unloaded`` and stays readable through :meth:`SessionContext.unloaded_skill_text`.
 """
@@ -22,6 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentlab.context.blocks import ContextBlocks, ContextConfig
+from agentlab.context.history import BlockJournal
 from agentlab.context.prompt import ContextBlock
 from agentlab.context.providers import AgentContextProvider, SkillProvider
 from agentlab.context.tools import _context_calls, _is_loaded_text, _result_text, scan_loaded_skills
@@ -145,6 +147,7 @@ class SessionContext:
                 on_unload=self._unloaded,
                 on_error=self.session._report,
                 lock=self.session.store.lock,
+                journal=BlockJournal(self.session.store, self.session.session_id),
             )
             self._blocks = blocks
             if any(isinstance(c.provider, SkillProvider) for c in self.configs):
