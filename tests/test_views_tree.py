@@ -97,12 +97,17 @@ class TestBranchTreeDrawsTheTree:
         page = frontend_request(tree, "rows", {"start": 4, "stop": 99})["result"]["rows"]
         assert [r["id"] for r in page] == ["m4", "b3"]
 
-    def test_no_message_text_travels_in_the_traits(self, session):
-        session.append_messages([msg(f"x{i}", text=f"secret number {i}") for i in range(2000)])
-        tree = BranchTree(session)
-        state = json.dumps({k: v for k, v in tree.get_state().items() if k not in ("_esm", "_css")})
-        assert "secret number" not in state and len(state) < 3_000
+    def test_only_the_first_page_of_rows_travels_with_the_widget(self, session):
+        session.append_messages([msg(f"x{i}", text=f"secret number {i}") for i in range(2000)], parent_id="m2")
+        tree = BranchTree(session, collapse_over=5000)  # every message drawn: 2,006 rows
+        first = json.loads(tree.first_page)
+        assert first == {"version": tree.version, "start": 0, "rows": all_rows(tree)[:100]}
+        state = json.dumps({k: v for k, v in tree.get_state().items() if k not in ("_esm", "_css", "first_page")})
+        assert "secret number" not in state and len(state) < 3_000 and tree.row_count == 2006
         assert "secret number 1999" in json.dumps(all_rows(tree))
+        session.append_message(msg("later"))
+        tree.refresh()  # over SYNC_LIMIT messages the event's refresh runs on a timer; run it now
+        assert json.loads(tree.first_page)["version"] != tree.version  # set once: later rows come on request
 
     def test_an_append_from_python_updates_the_tree_and_the_front_end(self, session):
         tree = BranchTree(session)

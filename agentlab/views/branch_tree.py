@@ -28,6 +28,7 @@ Invariants:
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Sequence
@@ -45,6 +46,9 @@ SYNC_LIMIT = 2_000
 
 EXPAND_STEP = 500
 """Rows revealed by one click on a collapsed run."""
+
+FIRST_PAGE = 100
+"""Rows sent with the widget itself, so that its first paint needs no request (later pages are fetched)."""
 
 PAGE_LIMIT = 500
 """Most outline rows one request returns."""
@@ -68,7 +72,8 @@ class BranchTree(RequestWidget):
         session: The :class:`~agentlab.session.Session` to show.
         collapse_over: Linear runs longer than this are drawn as head, tail and a counted gap.
 
-    Synced traits: ``row_count`` and ``version`` (the outline's rows are fetched on request),
+    Synced traits: ``row_count`` and ``version`` (the outline's rows are fetched on request; ``first_page``
+    holds the first rows of the version the widget was built with, for its first paint),
     ``compactions`` (range, summary, tokens before and after, row), ``current_leaf``, ``selected_id``,
     ``selected_leaf``, ``current_row`` and ``selected_row`` (-1: not drawn), ``search`` (query, mode and ranked
     hits with their rows and snippets), ``comparison`` (the two leaves compared), ``stats`` and ``error``.
@@ -91,6 +96,7 @@ class BranchTree(RequestWidget):
     search = t.Dict().tag(sync=True)
     comparison = t.Dict().tag(sync=True)
     stats = t.Dict().tag(sync=True)
+    first_page = t.Unicode("").tag(sync=True)  # set once: the rows a fresh view draws first, without a round trip
 
     def __init__(self, session: Any, *, collapse_over: int = 12, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -110,6 +116,7 @@ class BranchTree(RequestWidget):
         self._build_ms = 0.0
         self._changes = 0  # session events seen: the front end fetches the selected path again when it moves
         self.refresh()
+        self.first_page = json.dumps(self._request_rows(0, FIRST_PAGE), ensure_ascii=False, separators=(",", ":"))
         self._unsubscribe = session.subscribe(self._on_event)
 
     def __repr__(self) -> str:

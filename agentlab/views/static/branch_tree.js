@@ -30,7 +30,7 @@ const num = (n) => (n === null || n === undefined ? "–" : Number(n).toLocaleSt
 const LANES = 4;
 const ROW_HEIGHT = 20; // px; every outline row (message or gap) has exactly this height
 const OVERSCAN = 30; // rows drawn above and below the visible ones
-const PAGE = 100; // rows per request
+const PAGE = 100; // rows per request; equals FIRST_PAGE in branch_tree.py (page 0 comes with the widget)
 const MAX_INDENT = 24;
 const ROLE_LETTER = { user: "U", assistant: "A", system: "S", tool: "T" };
 const roleLetter = (role) => ROLE_LETTER[role] || String(role || "?").slice(0, 1).toUpperCase();
@@ -154,6 +154,10 @@ function render({ model, el }) {
   // -- the outline: fixed-height rows, fetched a page at a time for the current version ---------------------------
   let version = model.get("version");
   let pages = new Map();
+  try { // the rows the widget was built with: the first paint needs no request while they are current
+    const first = JSON.parse(model.get("first_page") || "null");
+    if (first && first.version === version) pages.set(0, first.rows);
+  } catch { /* a malformed first page only costs a request */ }
   let stalePages = new Map(); // the previous version's rows, drawn until the new ones arrive (no flicker)
   const pending = new Set();
   let searchWords = [];
@@ -236,7 +240,7 @@ function render({ model, el }) {
     let missing = 0;
     for (let i = first; i < last; i++) {
       const row = rowAt(i);
-      if (!row) missing += 1;
+      if (!pages.has(Math.floor(i / PAGE))) missing += 1; // not yet of this version (a stale row, or none)
       html += rowHtml(row, i);
     }
     windowEl.innerHTML = html;
