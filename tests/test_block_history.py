@@ -105,6 +105,23 @@ class TestAFailedWriteLeavesNoRow:
             session.set_block("notes", "new")
         assert timeline(store) == []
 
+    def test_a_read_only_file_records_nothing_but_an_outside_provider_still_writes(self, store_path):
+        class Outside:
+            text = "old"
+
+            def get(self):
+                return self.text
+
+            def set(self, content):
+                self.text = content
+
+        Store(store_path).close()
+        reader = Store(store_path, read_only=True)
+        outside = Outside()
+        Session(reader).with_context("notes", outside).set_block("notes", "new")
+        assert outside.text == "new" and timeline(reader) == []
+        reader.close()
+
     def test_a_broken_watcher_never_breaks_the_write(self, store, caplog):
         session = Session(store).with_context("memory")
         unwatch = watch_blocks(store, None, lambda sid, label: 1 / 0)

@@ -14,7 +14,7 @@ Who wrote is one of three *writers*:
   ``writer_id`` is the connection id;
 * ``"python"``: anything else (a notebook cell, a thread).
 
-Invariants: rows are only inserted, in seq order (the store's clock, shared with messages); watchers
+Invariants: rows are only inserted, in seq order (nothing is recorded in a file opened read-only) (the store's clock, shared with messages); watchers
 (:func:`watch_blocks`) hear of a write only after it committed, and one that raises never breaks the write.
 """
 
@@ -170,6 +170,10 @@ class BlockJournal:
     def write(self, label: str, old: str, new: str, apply: Callable[[], None]) -> None:
         """Run ``apply()`` (the provider's write) and record it, in one transaction; watchers hear after commit."""
         store = self.store
+        if store.read_only:  # nothing can be recorded; a provider that stores elsewhere may still write
+            apply()
+            _notify(store, self.session_id, label)
+            return
         writer, writer_id = current_writer()
         with store.transaction():
             apply()

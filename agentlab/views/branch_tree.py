@@ -352,11 +352,12 @@ class BranchTree(RequestWidget):
     # -- front-end requests ---------------------------------------------------------------------
 
     def _request_rows(self, start: int, stop: int) -> dict[str, Any]:
-        start, stop = max(0, int(start)), int(stop)
-        stop = min(stop, start + PAGE_LIMIT, len(self._rows))
-        ctx = self._ctx
-        rows = page(ctx, self._rows, start, stop, self._short_texts) if ctx is not None else []
-        return {"version": self.version, "start": start, "rows": rows}
+        with self.session.store.lock:  # the rows, their flags and the version from one refresh
+            start, stop = max(0, int(start)), int(stop)
+            stop = min(stop, start + PAGE_LIMIT, len(self._rows))
+            ctx = self._ctx
+            rows = page(ctx, self._rows, start, stop, self._short_texts) if ctx is not None else []
+            return {"version": self.version, "start": start, "rows": rows}
 
     def _request_select(self, id: str) -> dict[str, Any]:
         leaf = self.select(id)
