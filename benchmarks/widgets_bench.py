@@ -26,13 +26,12 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "e2e"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _timing import machine_check  # noqa: E402
-from harness import LabPage, LabServer, launch_chromium, write_notebook  # noqa: E402
+from _timing import machine_check
+from harness import LabPage, LabServer, launch_chromium, write_notebook
 
 HERE = Path(__file__).resolve().parent.parent
 
@@ -93,7 +92,8 @@ def chat_like(n, seed=7, prefix=""):
 
 def uniform(n, seed=7):
     rng = random.Random(seed)
-    return [{"id": f"r{k}", "role": "user" if k % 2 else "assistant", "parent_id": f"r{rng.randrange(k)}" if k else None,
+    return [{"id": f"r{k}", "role": "user" if k % 2 else "assistant",
+             "parent_id": f"r{rng.randrange(k)}" if k else None,
              "parts": [{"type": "text", "text": text(rng)}]} for k in range(n)]
 '''
 
@@ -153,7 +153,8 @@ def latencies(stamps: dict[str, float], seen: dict[str, int]) -> list[float]:
 
 def spread(samples: list[float], unit: str = " ms") -> str:
     ordered = sorted(samples)
-    return f"median {statistics.median(ordered):8.1f}{unit}  range {ordered[0]:.1f}-{ordered[-1]:.1f}{unit} (n={len(ordered)})"
+    return (f"median {statistics.median(ordered):8.1f}{unit}  range {ordered[0]:.1f}-{ordered[-1]:.1f}{unit} "
+            f"(n={len(ordered)})")
 
 
 def ratios(new: list[float], old: list[float]) -> str:

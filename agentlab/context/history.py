@@ -14,8 +14,9 @@ Who wrote is one of three *writers*:
   ``writer_id`` is the connection id;
 * ``"python"``: anything else (a notebook cell, a thread).
 
-Invariants: rows are only inserted, in seq order (nothing is recorded in a file opened read-only) (the store's clock, shared with messages); watchers
-(:func:`watch_blocks`) hear of a write only after it committed, and one that raises never breaks the write.
+Invariants: rows are only inserted, in seq order (the store's clock, shared with messages), and nothing is
+recorded in a file opened read-only; watchers (:func:`watch_blocks`) hear of a write only after it committed,
+and one that raises never breaks the write.
 """
 
 from __future__ import annotations

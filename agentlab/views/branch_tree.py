@@ -189,8 +189,8 @@ class BranchTree(RequestWidget):
             segments = plan.segments
             row_of = {segments[s].ids[a]: k for k, (s, a, b) in enumerate(rows) if b < 0}
             marks = {"current": plan.path_marks(current), "selected": plan.path_marks(selected_leaf)}
-            self._ctx = RowContext(plan, {s: upto for s, upto in marks["current"]},
-                                   {s: upto for s, upto in marks["selected"]},
+            self._ctx = RowContext(plan, {int(seg): int(upto) for seg, upto in marks["current"]},
+                                   {int(seg): int(upto) for seg, upto in marks["selected"]},
                                    covers_by_segment(pieces), {h.id: k + 1 for k, h in enumerate(hits)},
                                    current, selected_leaf, selected_id)
             self._plan, self._rows, self._row_of = plan, rows, row_of
