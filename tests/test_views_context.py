@@ -7,6 +7,7 @@ import pytest
 from helpers import frontend_request, record_comms, synced
 
 from agentlab import Agent, get_agent
+from agentlab.session import InMemorySessionStorage
 from agentlab.session.session import Session
 from agentlab.views import ContextView
 from agentlab.views import context_view as context_view_module
@@ -193,3 +194,9 @@ class TestTheMemoryTimeline:
         context_session.set_block("memory", "kept in the file")
         bare = ContextView(Session(context_session.agent))
         assert bare.blocks == [] and [r["added"] for r in bare.timeline] == ["kept in the file"]
+
+    def test_a_session_without_an_agent_file_is_live_but_has_no_timeline(self):
+        session = Session(InMemorySessionStorage()).with_context("notes", Text("draft", writable=True))
+        view = ContextView(session)
+        session.set_block("notes", "final")
+        assert (view.blocks[0]["content"], view.timeline, view.timeline_more) == ("final", [], False)

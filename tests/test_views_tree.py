@@ -12,7 +12,8 @@ import pytest
 from helpers import frontend_request, record_comms, synced
 
 from agentlab import Agent, get_agent
-from agentlab.errors import InvalidSearchError, UnknownMessageError
+from agentlab.errors import DuplicateMessageWarning, InvalidSearchError, SessionError, UnknownMessageError
+from agentlab.session import InMemorySessionStorage
 from agentlab.session.session import Session
 from agentlab.views import BranchTree
 from agentlab.views import branch_tree as branch_tree_module
@@ -117,7 +118,8 @@ class TestBranchTreeDrawsTheTree:
         assert tree.current_leaf == "b4" and synced(tree, "current_leaf") == "b4"
         assert synced(tree, "version") == tree.version > version and synced(tree, "row_count") == 7
         assert row(tree, "b4").get("cl") == 1 and "cl" not in row(tree, "b3")
-        session.append_message(msg("b3"))  # a duplicate id changes nothing
+        with pytest.warns(DuplicateMessageWarning):
+            session.append_message(msg("b3"))  # a duplicate id changes nothing
         assert tree.stats["messages"] == 7
 
     def test_an_append_from_another_thread_arrives(self, session):
@@ -163,6 +165,21 @@ class TestBranchTreeDrawsTheTree:
         while tree.stats["messages"] != 65 and time.monotonic() < deadline:
             time.sleep(0.02)
         assert tree.stats["messages"] == 65 and tree.current_leaf == "x64"
+
+    def test_a_session_on_the_in_memory_storage_is_drawn_and_searched_the_same(self):
+        s = Session(InMemorySessionStorage())
+        s.append_messages([msg("m0"), msg("m1", "assistant"), msg("m2", text="coffee please")], parent_id=None)
+        s.append_message(msg("b2", text="tea please"), parent_id="m1")
+        tree = BranchTree(s)
+        assert drawn_ids(tree) == [["m0", "m1"], ["m2"], ["b2"]] and tree.current_leaf == "b2"
+        assert tree.find("coffee") == ["m2"] and tree.compare("m2", "b2")["fork"]["id"] == "m1"
+
+    def test_a_storage_that_cannot_list_its_tree_says_so(self):
+        class NoOutline(InMemorySessionStorage):
+            nodes = None
+
+        with pytest.raises(SessionError, match="NoOutline cannot list its tree"):
+            BranchTree(Session(NoOutline()))
 
     def test_the_static_fallback_is_an_outline(self, session):
         html = BranchTree(session)._repr_mimebundle_()[0]["text/html"]

@@ -121,14 +121,15 @@ def current_writer() -> tuple[str, str | None]:
 
 Watcher = Callable[[str, str], Any]
 
-_watchers: weakref.WeakKeyDictionary[Store, list[tuple[str | None, Watcher]]] = weakref.WeakKeyDictionary()
+_watchers: weakref.WeakKeyDictionary[Any, list[tuple[str | None, Watcher]]] = weakref.WeakKeyDictionary()
 _watchers_lock = threading.Lock()
 
 
-def watch_blocks(store: Store, session_id: str | None, callback: Watcher) -> Callable[[], None]:
+def watch_blocks(store: Any, session_id: str | None, callback: Watcher) -> Callable[[], None]:
     """Call ``callback(session_id, label)`` after every committed block change of ``session_id`` (every session
     if None) in ``store``, whichever :class:`~agentlab.session.Session` object made it. ``label`` is ``""`` when
-    the frozen prompt was refreshed. Returns a function that stops watching."""
+    the frozen prompt was refreshed. ``store`` is the agent's :class:`~agentlab.store.Store`, or for a session
+    without one, its session storage. Returns a function that stops watching."""
     entry = (session_id, callback)
     with _watchers_lock:
         _watchers.setdefault(store, []).append(entry)
@@ -142,7 +143,7 @@ def watch_blocks(store: Store, session_id: str | None, callback: Watcher) -> Cal
     return unwatch
 
 
-def _notify(store: Store, session_id: str, label: str) -> None:
+def _notify(store: Any, session_id: str, label: str) -> None:
     with _watchers_lock:
         listed = list(_watchers.get(store, ()))
     for wanted, callback in listed:
@@ -160,20 +161,23 @@ class BlockJournal:
     """Records the writes to one session's writable blocks (a :class:`~agentlab.context.ContextBlocks` calls it).
 
     Args:
-        store: The agent's store (rows go to its ``context_block_history``).
+        store: The agent's store (rows go to its ``context_block_history``); None for a session without one,
+            whose writes are then only announced to watchers of ``owner``.
         session_id: The session whose blocks these are.
+        owner: What watchers of a store-less session watch (its session storage).
     """
 
-    def __init__(self, store: Store, session_id: str) -> None:
+    def __init__(self, store: Store | None, session_id: str, *, owner: Any = None) -> None:
         self.store = store
         self.session_id = session_id
+        self.owner = store if store is not None else owner
 
     def write(self, label: str, old: str, new: str, apply: Callable[[], None]) -> None:
         """Run ``apply()`` (the provider's write) and record it, in one transaction; watchers hear after commit."""
         store = self.store
-        if store.read_only:  # nothing can be recorded; a provider that stores elsewhere may still write
+        if store is None or store.read_only:  # nothing to record in; a provider that stores elsewhere may write
             apply()
-            _notify(store, self.session_id, label)
+            _notify(self.owner, self.session_id, label)
             return
         writer, writer_id = current_writer()
         with store.transaction():
@@ -183,7 +187,10 @@ class BlockJournal:
 
     def touched(self, label: str) -> None:
         """Tell watchers that ``label`` changed without a timeline row (a keyed entry, or ``""``: the prompt)."""
-        self.store.after_commit(lambda: _notify(self.store, self.session_id, label))
+        if self.store is None:
+            _notify(self.owner, self.session_id, label)
+        else:
+            self.store.after_commit(lambda: _notify(self.store, self.session_id, label))
 
 
 def block_history(store: Store, session_id: str | None = None, label: str | None = None, *,

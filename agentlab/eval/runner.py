@@ -310,6 +310,18 @@ def add_command(commands: Any) -> None:
     parser.set_defaults(func=_command)
 
 
+def _cutoffs(text: str) -> list[int]:
+    from agentlab.errors import InvalidArgumentError
+
+    try:
+        ks = [int(k) for k in text.split(",") if k.strip()]
+    except ValueError:
+        ks = []
+    if not ks or min(ks) < 1:
+        raise InvalidArgumentError(f"--k takes comma-separated cut-offs of 1 or more, such as 1,5,10; not {text!r}.")
+    return ks
+
+
 def _ints_or_strs(text: str) -> list[int | str]:
     return [int(p) if p.strip().lstrip("-").isdigit() else p.strip() for p in text.split(",") if p.strip()]
 
@@ -337,7 +349,7 @@ def _command(args: Any) -> int:
         options["key"] = args.key
     names = [s.strip() for s in args.strategies.split(",") if s.strip()]
     strategies = [make_strategy(name, **options) for name in names]
-    ks = [int(k) for k in args.k.split(",") if k.strip()]
+    ks = _cutoffs(args.k)
     started = time.perf_counter()
     results = run(dataset, strategies, ks, categories=categories,
                   cache=None if args.cache == "none" else args.cache, progress=not args.no_progress,

@@ -124,10 +124,20 @@ class BranchTree(RequestWidget):
 
     # -- building -----------------------------------------------------------------------------
 
+    def _nodes(self) -> list[tuple[str, str | None, str, int]]:
+        from agentlab.errors import SessionError
+        from agentlab.session.storage import OutlineStorage
+
+        storage = self.session.storage
+        if not isinstance(storage, OutlineStorage):
+            raise SessionError(f"{type(storage).__name__} cannot list its tree (it has no nodes() method), so the "
+                               "branch tree cannot draw it; use the DuckDB or the in-memory session storage.")
+        return storage.nodes()
+
     def _short_texts(self, ids: Sequence[str]) -> dict[str, tuple[str, str]]:
         missing = [m for m in ids if m not in self._texts]
         if missing:
-            for message in self.session.tree.read(missing):
+            for message in self.session.storage.read(missing):
                 self._texts[message["id"]] = (short_text(message), tool_kind(message))
         return {m: self._texts.get(m, ("", "")) for m in ids}
 
@@ -149,9 +159,9 @@ class BranchTree(RequestWidget):
         """Rebuild the plan from the database and publish it (also called by session events)."""
         started = time.perf_counter()
         session = self.session
-        with session.store.lock:
+        with session.storage.lock:
             current = session.latest_leaf_id()
-            plan = build_plan(session.tree.nodes(session.session_id), prefer=current)
+            plan = build_plan(self._nodes(), prefer=current)
             pinned: dict[int, set[int]] = {}
 
             def pin(mid: str | None) -> None:
@@ -288,7 +298,7 @@ class BranchTree(RequestWidget):
         Raises:
             UnknownMessageError: The session has no such message.
         """
-        with self.session.store.lock:
+        with self.session.storage.lock:
             if message_id is not None:
                 self._known(message_id)
             self._follow = message_id is None
@@ -338,13 +348,14 @@ class BranchTree(RequestWidget):
             UnknownMessageError: The session has no such message.
         """
         session = self.session
-        with session.store.lock:
+        storage = session.storage
+        with storage.lock:
             plan = self._known(a)
             plan = self._known(b)
             leaf_a, leaf_b = plan.newest_leaf_under(a), plan.newest_leaf_under(b)
-            path_a = session.tree.path_ids(session.session_id, leaf_a, max_depth=session.max_depth)
-            path_b = session.tree.path_ids(session.session_id, leaf_b, max_depth=session.max_depth)
-            result = compare_sides(path_a, path_b, session.tree.read, limit=max(1, min(int(limit), 500)),
+            path_a = storage.path_ids(leaf_a, max_depth=session.max_depth)
+            path_b = storage.path_ids(leaf_b, max_depth=session.max_depth)
+            result = compare_sides(path_a, path_b, storage.read, limit=max(1, min(int(limit), 500)),
                                    offset=max(0, int(offset)), text_limit=PANEL_TEXT)
         self.comparison = {"a": leaf_a, "b": leaf_b}
         return result
@@ -352,7 +363,7 @@ class BranchTree(RequestWidget):
     # -- front-end requests ---------------------------------------------------------------------
 
     def _request_rows(self, start: int, stop: int) -> dict[str, Any]:
-        with self.session.store.lock:  # the rows, their flags and the version from one refresh
+        with self.session.storage.lock:  # the rows, their flags and the version from one refresh
             start, stop = max(0, int(start)), int(stop)
             stop = min(stop, start + PAGE_LIMIT, len(self._rows))
             ctx = self._ctx

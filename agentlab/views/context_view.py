@@ -102,8 +102,10 @@ class ContextView(RequestWidget):
         self.refresh()
         subscribe = getattr(session, "subscribe", None)
         unsubscribe = subscribe(self._on_event) if callable(subscribe) else (lambda: None)
-        store, session_id = getattr(session, "store", None), getattr(session, "session_id", None)
-        unwatch = watch_blocks(store, session_id, self._on_write) if store is not None and session_id is not None \
+        # Block writes are announced per agent file, or per storage for a session without one.
+        owner = getattr(session, "store", None) or getattr(session, "storage", None)
+        session_id = getattr(session, "session_id", None)
+        unwatch = watch_blocks(owner, session_id, self._on_write) if owner is not None and session_id is not None \
             else (lambda: None)
 
         def stop() -> None:
