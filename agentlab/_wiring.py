@@ -14,8 +14,8 @@ from typing import Any
 from agentlab._hooks import bind
 from agentlab.cluster import register as register_cluster
 
-SESSION_FRAMES = ("messages", "branches", "compactions", "tokens", "blocks", "tool_calls", "usage")
-AGENT_FRAMES = ("messages", "branches", "compactions", "tool_calls", "usage")
+SESSION_FRAMES = ("messages", "branches", "compactions", "tokens", "blocks", "blocks_history", "tool_calls", "usage")
+AGENT_FRAMES = ("messages", "branches", "compactions", "blocks_history", "tool_calls", "usage")
 
 
 def _frame(name: str) -> Any:

@@ -1,4 +1,5 @@
-"""Small builders and readers shared by the tests: messages in the stored shape, and what a history reads as."""
+"""Small builders and readers shared by the tests: messages in the stored shape, what a history reads as, and a
+recording comm that stands in for a widget's front end."""
 
 from __future__ import annotations
 
@@ -20,3 +21,62 @@ def ids(messages: list[dict[str, Any]]) -> list[str]:
 def texts(messages: list[dict[str, Any]]) -> list[str]:
     """Each message's id, or its summary text when it is a compaction overlay."""
     return [m["parts"][0]["text"] if is_compaction_message(m) else m["id"] for m in messages]
+
+
+# --- widgets without a browser ---------------------------------------------------------------------------------
+# A recording comm stands in for the front end (``comm.create_comm`` is the documented extension point): it keeps
+# every message the kernel sends, and tests feed the kernel the messages a front end would send (custom requests and
+# trait updates) through the widget's real comm handler. Install it with ``record_comms(monkeypatch)``.
+
+
+def record_comms(monkeypatch: Any) -> None:
+    """Make every widget created from now on talk to a :class:`RecordingComm`."""
+    import comm
+    from comm.base_comm import BaseComm
+
+    class RecordingComm(BaseComm):
+        """A comm whose 'front end' is a list of the messages the kernel published."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self.published: list[tuple[str, dict[str, Any]]] = []
+            super().__init__(*args, **kwargs)
+
+        def publish_msg(self, msg_type: str, data: Any = None, metadata: Any = None, buffers: Any = None,
+                        **keys: Any) -> None:
+            self.published.append((msg_type, data or {}))
+
+    monkeypatch.setattr(comm, "create_comm", lambda *a, **k: RecordingComm(*a, **k))
+
+
+def custom_replies(widget: Any) -> list[dict[str, Any]]:
+    """The kernel's replies to front-end requests, oldest first."""
+    return [d["content"] for kind, d in widget.comm.published
+            if kind == "comm_msg" and d.get("method") == "custom" and d["content"].get("kind") == "response"]
+
+
+def frontend_request(widget: Any, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """Send a request as the front end does (a custom comm message) and return the kernel's reply."""
+    before = len(custom_replies(widget))
+    widget.comm.handle_msg({"content": {"comm_id": widget.comm.comm_id, "data": {
+        "method": "custom", "content": {"kind": "request", "id": f"r{before}", "method": method, "params": params}}},
+        "buffers": []})
+    replies = custom_replies(widget)
+    assert len(replies) == before + 1
+    assert replies[-1]["id"] == f"r{before}"
+    return replies[-1]
+
+
+def frontend_update(widget: Any, state: dict[str, Any]) -> None:
+    """Write traits as the front end does (an ``update`` comm message)."""
+    widget.comm.handle_msg({"content": {"comm_id": widget.comm.comm_id, "data": {
+        "method": "update", "state": state, "buffer_paths": []}}, "buffers": []})
+
+
+def synced(widget: Any, name: str) -> Any:
+    """The last value of trait ``name`` the kernel sent to the front end."""
+    value = None
+    for kind, data in widget.comm.published:
+        state = data.get("state", {}) if kind in ("comm_open", "comm_msg") else {}
+        if name in state:
+            value = state[name]
+    return value

@@ -155,5 +155,5 @@ class TestMigratingAnOldFile:
         store.close()
         store = Store(store_path)
         assert rows(store) == [("s", "memory", "kept")]
-        assert store.applied_migrations()[-1] == "m070_context_block_sessions"
+        assert "m070_context_block_sessions" in store.applied_migrations()
         store.close()

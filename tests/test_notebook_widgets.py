@@ -21,9 +21,16 @@ def test_the_widgets_notebook_runs_and_displays_its_widgets(tmp_path):
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     shown = [o for o in outputs if o.output_type == "execute_result" and WIDGET in o.get("data", {})]
-    assert len(shown) == 4  # the dashboard, a readonly state view, a context view, the 10,000-message tree
+    # the dashboard, a readonly state view, a context view, a plain agent's dashboard, the 10,000-message tree
+    assert len(shown) == 5
     assert all("text/html" in o["data"] for o in shown)  # the static fallback travels with each widget
     text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
     assert "inline error: State update rejected: the state is a dict and turns cannot be negative" in text
     assert "current leaf: True" in text and "frozen prompt stale: False" in text
     assert "'messages': 10001, 'segments': 3" in text
+    assert "the context view shows: Prefers oat milk." in text
+    assert "fork point:" in text and "shared messages:" in text and "hits: [" in text
+    assert "plain agent shows session: 'notes' | picker: True" in text
+    frames = [o["data"]["text/plain"] for o in outputs if o.output_type == "execute_result"
+              and "text/plain" in o.get("data", {}) and "writer" in o["data"]["text/plain"]]
+    assert frames and "tool" in frames[0] and "python" in frames[0]  # the memory timeline's writers

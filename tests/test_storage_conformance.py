@@ -23,6 +23,7 @@ from agentlab.session import (
 )
 from agentlab.session.compactor import create_compact_function
 from agentlab.session.messages import UNSET, Appended
+from agentlab.session.storage import OutlineStorage
 from agentlab.store.database import Store
 from helpers import ids, msg, texts
 
@@ -53,6 +54,7 @@ def chain(storage, *names: str, parent=UNSET) -> None:
 class TestTheContract:
     def test_both_satisfy_the_protocols(self, storage):
         assert isinstance(storage, SessionStorage) and isinstance(storage, SearchableStorage)
+        assert isinstance(storage, OutlineStorage)
 
     def test_a_session_built_on_a_storage_uses_it(self, storage):
         session = Session(storage)
@@ -280,6 +282,7 @@ def _observe(storage: SessionStorage, names: list[str]) -> dict:
         "messages": {n: storage.get_message(n) for n in names},
         "stats": [(s.id, s.role, s.bytes) for s in storage.row_stats()],
         "overlays": [(c.from_message_id, c.to_message_id, c.summary) for c in storage.compactions()],
+        "outline": [(i, p, r) for i, p, r, _ in sorted(storage.nodes(), key=lambda node: node[3])],
         "search": [(h.id, h.score, h.on_current_branch) for q in ("alpha beta", "gamma", "beta delta")
                    for mode in ("phrase", "all", "any") for h in storage.search(q, mode=mode)],
     }

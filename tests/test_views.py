@@ -1,73 +1,22 @@
-"""Headless tests of the notebook widgets: traits and messages, with no browser.
-
-A recording comm stands in for the front end (``comm.create_comm`` is the documented extension
-point): it keeps every message the kernel sends, and tests feed the kernel the messages a front
-end would send (custom requests and trait updates), through the widget's real comm handler.
-"""
+"""Headless tests of the notebook widgets (the state view, the tree's layout, the dashboard): traits and
+messages, with no browser. A recording comm (``tests/helpers.py``) stands in for the front end."""
 
 from __future__ import annotations
 
-import json
 import threading
-import time
 
-import comm
 import pytest
-from comm.base_comm import BaseComm
+from helpers import frontend_request, frontend_update, record_comms, synced
 
 from agentlab import Agent, get_agent
-from agentlab.errors import DuplicateMessageWarning
 from agentlab.views import BranchTree, ContextView, StateView
-from agentlab.views._layout import build_plan, shown_indices, short_text
-
-
-class RecordingComm(BaseComm):
-    """A comm whose 'front end' is a list of the messages the kernel published."""
-
-    def __init__(self, *args, **kwargs):
-        self.published: list[tuple[str, dict]] = []
-        super().__init__(*args, **kwargs)
-
-    def publish_msg(self, msg_type, data=None, metadata=None, buffers=None, **keys):
-        self.published.append((msg_type, data or {}))
+from agentlab.views._layout import build_plan, shown_indices
+from agentlab.views._messages import parts_json, short_text, tool_kind
 
 
 @pytest.fixture(autouse=True)
 def recording_comms(monkeypatch):
-    monkeypatch.setattr(comm, "create_comm", lambda *a, **k: RecordingComm(*a, **k))
-
-
-def custom_replies(widget) -> list[dict]:
-    return [d["content"] for kind, d in widget.comm.published
-            if kind == "comm_msg" and d.get("method") == "custom" and d["content"].get("kind") == "response"]
-
-
-def frontend_request(widget, method: str, params: dict) -> dict:
-    """Send a request as the front end does (a custom comm message) and return the kernel's reply."""
-    before = len(custom_replies(widget))
-    widget.comm.handle_msg({"content": {"comm_id": widget.comm.comm_id, "data": {
-        "method": "custom", "content": {"kind": "request", "id": f"r{before}", "method": method, "params": params}}},
-        "buffers": []})
-    replies = custom_replies(widget)
-    assert len(replies) == before + 1
-    assert replies[-1]["id"] == f"r{before}"
-    return replies[-1]
-
-
-def frontend_update(widget, state: dict) -> None:
-    """Write traits as the front end does (an ``update`` comm message)."""
-    widget.comm.handle_msg({"content": {"comm_id": widget.comm.comm_id, "data": {
-        "method": "update", "state": state, "buffer_paths": []}}, "buffers": []})
-
-
-def synced(widget, name: str):
-    """The last value of trait ``name`` the kernel sent to the front end."""
-    value = None
-    for kind, data in widget.comm.published:
-        state = data.get("state", {}) if kind in ("comm_open", "comm_msg") else {}
-        if name in state:
-            value = state[name]
-    return value
+    record_comms(monkeypatch)
 
 
 class Counter(Agent):
@@ -201,15 +150,53 @@ class TestLayout:
 
     def test_short_text_summarises_parts(self):
         assert short_text({"parts": [{"type": "text", "text": "hello\n  world"}]}) == "hello world"
-        assert short_text({"parts": [{"type": "tool_use", "name": "search", "id": "t", "input": {}}]}) == "[tool search]"
+        call = {"parts": [{"type": "tool_use", "name": "search", "id": "t", "input": {}}]}
+        assert short_text(call) == "[tool search]"
         assert short_text({"parts": [{"type": "text", "text": "x" * 100}]}, 10) == "x" * 9 + "…"
+
+
+class TestMessageParts:
+    def test_anthropic_blocks_become_text_calls_and_results(self):
+        message = {"id": "m", "role": "assistant", "parts": [
+            {"type": "thinking", "thinking": "hmm", "signature": "s"},
+            {"type": "text", "text": "Let me look."},
+            {"type": "tool_use", "id": "toolu_1", "name": "search", "input": {"q": "porto"}},
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "found it"}],
+             "is_error": True}]}
+        parts, cut = parts_json(message, 1000)
+        assert cut is False
+        assert parts == [
+            {"k": "thinking", "text": "hmm", "n": 3}, {"k": "text", "text": "Let me look.", "n": 12},
+            {"k": "call", "name": "search", "id": "toolu_1", "input": '{"q": "porto"}', "n": 14},
+            {"k": "result", "id": "toolu_1", "name": None, "text": "found it", "error": True, "n": 8}]
+        assert short_text(message) == 'Let me look. [tool search] {"q": "porto"} [error] found it'
+        assert tool_kind(message) == "call"
+
+    def test_ai_sdk_tool_parts_carry_their_call_and_output(self):
+        message = {"id": "m", "role": "assistant", "parts": [
+            {"type": "tool-weather", "toolCallId": "c1", "state": "output-available", "input": {"city": "Porto"},
+             "output": {"temp": 21}},
+            {"type": "dynamic-tool", "toolName": "lookup", "toolCallId": "c2", "state": "output-error",
+             "input": {}, "errorText": "timeout"}]}
+        parts, _ = parts_json(message, 1000)
+        assert [(p["k"], p.get("name"), p.get("text", p.get("input")), p.get("error")) for p in parts] == [
+            ("call", "weather", '{"city": "Porto"}', None), ("result", "weather", '{"temp": 21}', False),
+            ("call", "lookup", "{}", None), ("result", "lookup", "timeout", True)]
+
+    def test_long_parts_are_cut_and_say_how_long_they_are(self):
+        parts, cut = parts_json({"parts": [{"type": "text", "text": "y" * 700}]}, 600)
+        assert cut is True and parts == [{"k": "text", "text": "y" * 600, "n": 700}]
+
+    def test_a_message_that_only_answers_a_tool_is_a_result_row(self):
+        answer = {"parts": [{"type": "tool_result", "tool_use_id": "t", "content": "42"}]}
+        assert (tool_kind(answer), short_text(answer)) == ("result", "[result] 42")
+        assert tool_kind({"parts": [{"type": "text", "text": "hi"}]}) == ""
 
 
 # --- sessions -------------------------------------------------------------------------------------
 
+from agentlab.session.manager import SessionManager  # noqa: E402
 from agentlab.session.session import Session  # noqa: E402
-from agentlab.views import branch_tree as branch_tree_module  # noqa: E402
-from agentlab.views import dashboard  # noqa: E402
 
 
 class Quiet(Agent):
@@ -222,246 +209,16 @@ class Quiet(Agent):
         self.errors.append(error)
 
 
-def msg(mid, role="user", text=None):
-    return {"id": mid, "role": role, "parts": [{"type": "text", "text": text or f"text of {mid}"}]}
-
-
-def summarise_first_three(history):
-    if len(history) < 4:
-        return None
-    return {"from_message_id": history[0]["id"], "to_message_id": history[2]["id"], "summary": "the opening"}
-
-
-@pytest.fixture
-def session():
-    """m0 -> m1 -> m2 -> m3 -> m4, and a regenerated reply b3 under m2 (appended last: the current leaf)."""
-    s = Session(get_agent(Quiet, "tree"))
-    s.append_messages([msg("m0"), msg("m1", "assistant"), msg("m2"), msg("m3", "assistant"), msg("m4")],
-                      parent_id=None)
-    s.append_message(msg("b3", "assistant", "a regenerated reply"), parent_id="m2")
-    return s
-
-
-def drawn_ids(tree) -> list[list[str]]:
-    return [[item["id"] for item in seg["items"] if "id" in item] for seg in tree.segments]
-
-
-class TestBranchTreeDrawsTheTree:
-    def test_segments_branch_points_and_the_current_leaf(self, session):
-        tree = BranchTree(session)
-        assert drawn_ids(tree) == [["m0", "m1", "m2"], ["m3", "m4"], ["b3"]]
-        # The current branch reads straight down; the other reply is indented where it branches off.
-        assert [(seg["p"], seg["d"], seg["n"]) for seg in tree.segments] == [(-1, 0, 3), (0, 1, 2), (0, 0, 1)]
-        branch_point = tree.segments[0]["items"][2]
-        assert (branch_point["id"], branch_point["k"], branch_point["r"]) == ("m2", 2, "user")
-        assert tree.segments[2]["items"][0]["t"] == "a regenerated reply"
-        assert (tree.current_leaf, tree.selected_leaf, tree.selected_id) == ("b3", "b3", "b3")
-        assert tree.marks == {"current": [[0, 3], [2, 1]], "selected": [[0, 3], [2, 1]]}
-        assert tree.stats | {"build_ms": 0} == {"session": "", "messages": 6, "segments": 3, "branch_points": 1,
-                                                "leaves": 2, "compactions": 0, "build_ms": 0}
-
-    def test_an_append_from_python_updates_the_tree_and_the_front_end(self, session):
-        tree = BranchTree(session)
-        session.append_message(msg("b4"))
-        assert drawn_ids(tree)[2] == ["b3", "b4"]
-        assert tree.current_leaf == "b4" and synced(tree, "current_leaf") == "b4"
-        assert json.loads(synced(tree, "segments_json")) == tree.segments
-        with pytest.warns(DuplicateMessageWarning):
-            session.append_message(msg("b3"))  # a duplicate id changes nothing
-        assert tree.stats["messages"] == 7
-
-    def test_an_append_from_another_thread_arrives(self, session):
-        tree = BranchTree(session)
-        worker = threading.Thread(target=session.append_message, args=(msg("m5"),), kwargs={"parent_id": "m4"})
-        worker.start()
-        worker.join()
-        # m5 is the new current leaf: its branch becomes the continuation, b3 the indented alternative.
-        assert drawn_ids(tree) == [["m0", "m1", "m2"], ["b3"], ["m3", "m4", "m5"]]
-        assert [seg["d"] for seg in tree.segments] == [0, 1, 0]
-
-    def test_deletes_redraw_and_forget_cached_text(self, session):
-        tree = BranchTree(session)
-        session.update_message(msg("m4", text="edited"))
-        assert tree.segments[1]["items"][1]["t"] == "edited"
-        session.delete_messages(["b3"])
-        assert drawn_ids(tree) == [["m0", "m1", "m2", "m3", "m4"]] and tree.current_leaf == "m4"
-
-    def test_a_compaction_is_a_bracket_over_the_rows_it_covers(self, session):
-        tree = BranchTree(session)
-        session.on_compaction(summarise_first_three)
-        session.compact("m4")
-        assert len(tree.compactions) == 1
-        overlay = tree.compactions[0]
-        assert (overlay["from"], overlay["to"], overlay["count"], overlay["summary"]) == ("m0", "m2", 3, "the opening")
-        assert overlay["pieces"] == [[0, 0, 3]]
-        assert tree.stats["compactions"] == 1 and synced(tree, "compactions") == tree.compactions
-
-    def test_a_long_run_is_collapsed_and_the_ends_of_a_compaction_stay_drawn(self):
-        s = Session(get_agent(Quiet, "long"))
-        s.append_messages([msg(f"c{i}") for i in range(10_000)], parent_id=None)
-        s.add_compaction("middle", "c4000", "c4100")
-        tree = BranchTree(s)
-        items = tree.segments[0]["items"]
-        assert [i.get("id", i.get("gap")) for i in items] == [
-            "c0", "c1", "c2", [3, 4000], "c4000", [4001, 4100], "c4100", [4101, 9997], "c9997", "c9998", "c9999"]
-        assert tree.compactions[0]["pieces"] == [[0, 4000, 4101]] and tree.compactions[0]["count"] == 101
-        assert len(json.dumps(tree.segments)) < 2_000
-        reply = frontend_request(tree, "expand", {"segment": 0, "start": 3, "stop": 4000})
-        assert reply["result"] == {"revealed": branch_tree_module.EXPAND_STEP}
-        assert [i.get("gap") for i in tree.segments[0]["items"] if "gap" in i][0] == [503, 4000]
-
-    def test_a_large_tree_is_redrawn_on_a_timer_after_a_burst(self, monkeypatch):
-        monkeypatch.setattr(branch_tree_module, "SYNC_LIMIT", 50)
-        s = Session(get_agent(Quiet, "burst"))
-        s.append_messages([msg(f"x{i}") for i in range(60)], parent_id=None)
-        tree = BranchTree(s)
-        for i in range(60, 65):
-            s.append_message(msg(f"x{i}"))
-        deadline = time.monotonic() + 5
-        while tree.stats["messages"] != 65 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert tree.stats["messages"] == 65 and tree.current_leaf == "x64"
-
-    def test_the_static_fallback_is_an_outline(self, session):
-        html = BranchTree(session)._repr_mimebundle_()[0]["text/html"]
-        assert "6 messages" in html and "a regenerated reply" in html and "● current" in html and "(2 branches)" in html
-
-
-class TestBranchTreeSelection:
-    def test_clicking_a_message_selects_the_newest_leaf_of_its_branch(self, session):
-        tree = BranchTree(session)
-        reply = frontend_request(tree, "select", {"id": "m3"})
-        assert reply["result"] == {"id": "m3", "leaf": "m4"}
-        assert (tree.selected_id, tree.selected_leaf) == ("m3", "m4")
-        assert tree.marks["selected"] == [[0, 3], [1, 2]]
-        assert synced(tree, "selected_leaf") == "m4"
-        assert frontend_request(tree, "select", {"id": "m1"})["result"]["leaf"] == "b3"
-
-    def test_the_selection_stays_while_the_tip_moves_until_it_is_released(self, session):
-        tree = BranchTree(session)
-        tree.select("m4")
-        session.append_message(msg("b4"))
-        assert (tree.selected_leaf, tree.current_leaf) == ("m4", "b4")
-        assert tree.select(None) == "b4"
-        session.append_message(msg("b5"))
-        assert tree.selected_leaf == "b5"
-
-    def test_a_notebook_continues_from_the_selected_leaf(self, session):
-        tree = BranchTree(session)
-        tree.select("m3")
-        session.append_message(msg("m5"), parent_id=tree.selected_leaf)
-        assert [m["id"] for m in session.get_history()] == ["m0", "m1", "m2", "m3", "m4", "m5"]
-        assert tree.selected_leaf == "m5"  # the branch's newest leaf is now the new message
-
-    def test_the_path_request_returns_the_branch_with_overlays_applied(self, session):
-        tree = BranchTree(session)
-        session.on_compaction(summarise_first_three)
-        session.compact("m4")
-        tree.select("m4")
-        result = frontend_request(tree, "path", {"limit": 10})["result"]
-        assert result["leaf"] == "m4" and result["total"] == 3
-        assert [(m["role"], m["text"], m["compaction"]) for m in result["messages"]] == [
-            ("assistant", "the opening", True), ("assistant", "text of m3", False), ("user", "text of m4", False)]
-
-    def test_unknown_ids_answer_with_an_error_and_change_nothing(self, session):
-        tree = BranchTree(session)
-        reply = frontend_request(tree, "select", {"id": "nope"})
-        assert "UnknownMessageError" in reply["error"] and tree.selected_leaf == "b3"
-        assert "KeyError" in frontend_request(tree, "message", {"id": "nope"})["error"]
-        assert frontend_request(tree, "message", {"id": "b3"})["result"]["text"] == "a regenerated reply"
-
-
-class Text:
-    """A provider whose text the test changes directly (writable if asked)."""
-
-    def __init__(self, text=None, writable=False):
-        self.text = text
-        if writable:
-            self.set = self._set
-
-    def get(self):
-        return self.text
-
-    def _set(self, content):
-        self.text = content
-
-
-class Broken:
-    def get(self):
-        raise OSError("the disk is gone")
-
-
-@pytest.fixture
-def context_session():
-    s = Session.create(get_agent(Quiet, "ctx"))
-    return (s.with_context("soul", Text("You are helpful."))
-             .with_context("memory", description="Facts", max_tokens=100)
-             .with_context("empty", Text(None))
-             .with_cached_prompt())
-
-
-class TestContextView:
-    def test_blocks_with_tag_usage_and_content_and_nothing_frozen_yet(self, context_session):
-        context_session.context.set_block("memory", "User likes coffee.")
-        view = ContextView(context_session)
-        rows = {b["label"]: b for b in view.blocks}
-        assert [b["label"] for b in view.blocks] == ["soul", "memory", "empty"]
-        assert (rows["soul"]["tag"], rows["soul"]["max_tokens"], rows["soul"]["pct"]) == ("readonly", None, None)
-        memory = rows["memory"]
-        assert (memory["tag"], memory["tokens"], memory["max_tokens"], memory["pct"]) == ("writable", 5, 100, 5)
-        assert memory["header"] == "MEMORY (Facts) [5% \u2014 5/100 tokens] [writable]"
-        assert (memory["content"], memory["frozen"], memory["changed"]) == ("User likes coffee.", None, False)
-        assert rows["empty"]["in_prompt"] is False
-        assert view.frozen is False and context_session.context.prompt_store.get() is None  # looking never freezes
-
-    def test_a_write_after_the_freeze_shows_as_changed_until_a_refresh(self, context_session):
-        context_session.freeze_system_prompt()
-        view = ContextView(context_session)
-        assert view.frozen is True and view.summary["stale"] is False
-        assert {b["label"]: b["frozen"] for b in view.blocks} == {
-            "soul": "You are helpful.", "memory": "", "empty": None}
-        context_session.context.set_block("memory", "User likes tea.")
-        context_session.append_message(msg("u1"))  # any session event re-reads the providers
-        memory = view.blocks[1]
-        assert (memory["content"], memory["frozen"], memory["changed"]) == ("User likes tea.", "", True)
-        assert view.summary["stale"] is True
-        assert frontend_request(view, "refresh_prompt", {})["result"] == {"ok": True}
-        assert (view.blocks[1]["frozen"], view.blocks[1]["changed"], view.summary["stale"]) == (
-            "User likes tea.", False, False)
-        assert "User likes tea." in context_session.system_prompt
-
-    def test_a_compaction_refreshes_the_frozen_prompt_shown(self, context_session):
-        context_session.freeze_system_prompt()
-        view = ContextView(context_session)
-        context_session.context.set_block("memory", "fact")
-        context_session.append_messages([msg(f"u{i}") for i in range(5)])
-        assert view.blocks[1]["changed"] is True
-        context_session.on_compaction(summarise_first_three)
-        context_session.compact()
-        assert view.blocks[1]["frozen"] == "fact" and view.blocks[1]["changed"] is False
-
-    def test_full_texts_come_on_request(self, context_session):
-        context_session.context.set_block("memory", "y" * 350)
-        view = ContextView(context_session)
-        assert frontend_request(view, "block", {"label": "memory"})["result"] == {"text": "y" * 350}
-        assert frontend_request(view, "prompt", {"which": "frozen"})["result"] == {"text": None}
-        assert "y" * 350 in frontend_request(view, "prompt", {"which": "live"})["result"]["text"]
-
-    def test_a_failing_provider_is_shown_with_its_error(self):
-        agent = get_agent(Quiet, "broken")
-        s = Session.create(agent).with_context("soul", Text("ok")).with_context("disk", Broken())
-        view = ContextView(s)
-        disk = view.blocks[1]
-        assert (disk["label"], disk["tag"], disk["in_prompt"]) == ("disk", "failed", False)
-        assert "the disk is gone" in disk["error"]
-        assert "disk" in view._repr_mimebundle_()[0]["text/html"]
+def say(mid, role="user"):
+    return {"id": mid, "role": role, "parts": [{"type": "text", "text": f"text of {mid}"}]}
 
 
 class TestDashboard:
-    def test_a_session_dashboard_has_the_three_views(self, context_session):
-        dash = dashboard.for_session(context_session)
+    def test_session_show_has_the_three_views(self):
+        session = Session.create(get_agent(Quiet, "ctx")).with_context("memory", max_tokens=50)
+        dash = session.show()
         assert isinstance(dash.state, StateView) and isinstance(dash.tree, BranchTree)
-        assert isinstance(dash.context, ContextView)
+        assert isinstance(dash.context, ContextView) and dash.tree.session is session
         html = dash._repr_mimebundle_()["text/html"]
         assert "State of ctx" in html and "Branch tree" in html and "Context blocks" in html
 
@@ -473,8 +230,39 @@ class TestDashboard:
 
         agent = get_agent(WithSession, "shown")
         dash = agent.show()
-        assert dash.tree.session is agent.session and dash.state.agent is agent
-        bare = get_agent(Quiet, "bare").show()
-        assert (bare.tree, bare.context) == (None, None) and bare.state is not None
+        assert dash.tree.session is agent.session and dash.state.agent is agent and dash.picker is None
         dash.close()
         assert dash.state.connection.closed
+
+    def test_a_plain_agent_without_sessions_shows_its_state_only(self):
+        bare = get_agent(Quiet, "bare").show()
+        assert (bare.tree, bare.context, bare.picker) == (None, None, None) and bare.state is not None
+
+    def test_a_plain_agent_shows_its_newest_session_with_a_picker(self):
+        agent = get_agent(Quiet, "plain")
+        default = Session.create(agent)
+        default.append_messages([say("q1"), say("r1", "assistant")])
+        manager = SessionManager(agent)
+        named = manager.create("trip planning")
+        manager.session(named.id).append_message(say("x1"))
+        dash = agent.show()
+        assert dash.picker.options == (
+            ("trip planning (" + named.id[:8] + ")", named.id), ("default session ('')", ""))
+        assert dash.tree.stats["messages"] == 1 and dash.tree.current_leaf == "x1"
+        dash.picker.value = ""
+        assert dash.session.session_id == "" and dash.tree.stats["messages"] == 2
+        assert dash.children[-1] is dash.tree
+
+    def test_its_tree_follows_writes_made_through_the_notebooks_own_session(self):
+        agent = get_agent(Quiet, "follows")
+        mine = Session.create(agent)
+        mine.append_message(say("q1"))
+        dash = agent.show()
+        assert dash.session is not mine and dash.tree.current_leaf == "q1"
+        mine.append_message(say("r1", "assistant"))
+        assert dash.tree.current_leaf == "r1" and dash.tree.stats["messages"] == 2
+        mine.update_message({"id": "q1", "role": "user", "parts": [{"type": "text", "text": "edited"}]})
+        assert dash.tree.segments[0]["items"][0]["t"] == "edited"
+        dash.close()
+        mine.append_message(say("q2"))
+        assert dash.tree.current_leaf == "r1"  # a closed dashboard no longer listens

@@ -386,12 +386,13 @@ class Agent:
 
     # -- notebook accessors (implemented by agentlab.frames and agentlab.views, bound by the package) --------------
 
-    show = Accessor("agent.show", "A live notebook dashboard of this agent: its state, plus its ``session`` "
-                    "attribute's context and tree if it has one.", call=True)
+    show = Accessor("agent.show", "A live notebook dashboard of this agent: its state, plus the context and tree of "
+                    "its ``session`` attribute, else of the sessions stored in its file (with a picker).", call=True)
     messages_df = Accessor("agent.messages_df", "Every stored message of every session, one row each (call for "
                            "pandas, ``.arrow()`` for Arrow).")
     branches_df = Accessor("agent.branches_df", "Every branch point of every session.")
     compactions_df = Accessor("agent.compactions_df", "Every compaction and compaction event of every session.")
+    blocks_history_df = Accessor("agent.blocks_history_df", "Every write to a writable block of every session.")
     tool_calls_df = Accessor("agent.tool_calls_df", "Every tool call with its result, across sessions.")
     usage_df = Accessor("agent.usage_df", "Token usage of every Messages API call.")
 

@@ -83,6 +83,13 @@ def read_state_row(store: Any) -> str | None:
     return store.scalar("SELECT state FROM agent_state WHERE id = ?", [STATE_ROW_ID])
 
 
+def read_state_meta(store: Any) -> tuple[str, Any] | None:
+    """``(source, updated_at)`` of the stored state: ``"server"`` or the id of the connection that set it, and
+    when (a timezone-aware datetime); None when state was never set."""
+    rows = store.execute("SELECT source, updated_at FROM agent_state WHERE id = ?", [STATE_ROW_ID]).fetchall()
+    return (rows[0][0], rows[0][1]) if rows else None
+
+
 def write_state_row(store: Any, text: str, source: str) -> None:
     """Replace the stored state in one transaction (DELETE + INSERT: DuckDB upserts are slower)."""
     with store.transaction() as conn:

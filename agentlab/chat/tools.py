@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentlab.context.history import writing_as
+
 __all__ = ["Tool", "ToolCall", "as_tools", "run_tool_call"]
 
 _JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean", list: "array", dict: "object",
@@ -149,7 +151,8 @@ def run_tool_call(block: Mapping[str, Any], runners: Mapping[str, Tool | None], 
     data = call.input if isinstance(call.input, dict) else {}
     try:
         if tool is None:
-            output = session.run_tool(call.name, data)
+            with writing_as("tool", call.id):  # the memory timeline names the call that wrote
+                output = session.run_tool(call.name, data)
             # Context tools report failures as upstream's "Error: ..." strings; flag them for the model too.
             call.is_error = isinstance(output, str) and output.startswith("Error:")
         else:

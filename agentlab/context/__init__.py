@@ -2,6 +2,7 @@
 the model read and write them. Token estimates (upstream's heuristic) live here too."""
 
 from agentlab.context.blocks import ContextBlocks, ContextConfig
+from agentlab.context.history import BlockWrite, block_history, writing_as
 from agentlab.context.prompt import ContextBlock, render_prompt
 from agentlab.context.providers import (
     AgentContextProvider,
@@ -23,6 +24,7 @@ from agentlab.context.tokens import estimate_message_tokens, estimate_string_tok
 __all__ = [
     "AgentContextProvider",
     "AgentSkillProvider",
+    "BlockWrite",
     "ContextBlock",
     "ContextBlocks",
     "ContextConfig",
@@ -35,7 +37,9 @@ __all__ = [
     "SkillProvider",
     "VectorSearchProvider",
     "WritableProvider",
+    "block_history",
     "estimate_message_tokens",
     "estimate_string_tokens",
     "render_prompt",
+    "writing_as",
 ]

@@ -16,6 +16,8 @@ Invariants:
   re-renders it; writes, ``add_context`` and ``remove_context`` never do, which keeps the model's prefix cache warm.
 * A provider whose ``get`` raises is left out of the prompt, reported in :attr:`ContextBlocks.errors` (and to
   ``on_error``), and refuses writes until a reload succeeds, so a model never overwrites text it could not see.
+* With a ``journal`` (sessions give one), every plain write is recorded with the text before and after it, in the
+  write's transaction (:mod:`agentlab.context.history`), and watchers hear of every write after it committed.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from dataclasses import replace
 from typing import Any
 
 from agentlab.context.config import ContextConfig, block_for
+from agentlab.context.history import BlockJournal, writing_as
 from agentlab.context.prompt import ContextBlock, render_prompt
 from agentlab.context.tokens import estimate_string_tokens
 from agentlab.context.tools import context_tools, run_tool
@@ -47,6 +50,8 @@ class ContextBlocks:
         on_add: Called with the loaded block after :meth:`add_context` added one (the session restores the skills
             its history has loaded).
         lock: The re-entrant lock guarding the blocks (a session passes its store's lock); a new one by default.
+        journal: Records plain writes in the memory timeline and tells watchers of every write (sessions pass
+            one; see :class:`~agentlab.context.history.BlockJournal`).
     """
 
     def __init__(
@@ -59,8 +64,10 @@ class ContextBlocks:
         on_error: Callable[[ContextProviderError], None] | None = None,
         on_add: Callable[[ContextBlock], None] | None = None,
         lock: Any = None,
+        journal: BlockJournal | None = None,
     ) -> None:
         self.prompt_store = prompt_store
+        self.journal = journal
         self.default_provider = default_provider
         self.on_unload = on_unload
         self.on_error = on_error
@@ -208,7 +215,11 @@ class ContextBlocks:
             tokens = estimate_string_tokens(content)
             if block.max_tokens is not None and tokens > block.max_tokens:
                 raise BlockBudgetError(f'Block "{label}" exceeds maxTokens: {tokens} > {block.max_tokens}')
-            self._configs[label].provider.set(content)
+            provider = self._configs[label].provider
+            if self.journal is not None:
+                self.journal.write(label, block.content, content, lambda: provider.set(content))
+            else:
+                provider.set(content)
             updated = replace(block, content=content, tokens=tokens)
             self._blocks[label] = updated
             return updated
@@ -258,6 +269,7 @@ class ContextBlocks:
         with self._lock:
             block, provider = self._keyed(label, "skill")
             provider.set(key, content, description)
+            self._touched(label)
             catalogue = provider.get()
             if catalogue is not None:
                 block = replace(block, content=catalogue, tokens=estimate_string_tokens(catalogue))
@@ -273,6 +285,7 @@ class ContextBlocks:
         with self._lock:
             block, provider = self._keyed(label, "search")
             provider.set(key, content)
+            self._touched(label)
             summary = provider.get() or ""
             block = replace(block, content=summary, tokens=estimate_string_tokens(summary))
             self._blocks[label] = block
@@ -292,12 +305,17 @@ class ContextBlocks:
             if not callable(delete):
                 raise BlockReadonlyError(f'Block "{label}" is readonly')
             deleted = bool(delete(key))
+            self._touched(label)
             self._skills.pop(f"{label}:{key}", None)
             if label in self._blocks:
                 content = config.provider.get() or ""
                 self._blocks[label] = replace(self._blocks[label], content=content,
                                               tokens=estimate_string_tokens(content))
             return deleted
+
+    def _touched(self, label: str) -> None:
+        if self.journal is not None:
+            self.journal.touched(label)
 
     # -- skills and search ---------------------------------------------------------------------------------------
 
@@ -426,9 +444,13 @@ class ContextBlocks:
                 stored = self.prompt_store.get()
                 if stored is not None:
                     return stored
+            first = self._snapshot is None
             prompt = self.to_system_prompt()
             if self.prompt_store is not None:
                 self.prompt_store.set(prompt)
+                first = True
+            if first:
+                self._touched("")
             return prompt
 
     def refresh_system_prompt(self) -> str:
@@ -439,6 +461,16 @@ class ContextBlocks:
             self._snapshot = render_prompt(self.get_context_blocks())
             if self.prompt_store is not None:
                 self.prompt_store.set(self._snapshot)
+            self._touched("")
+            return self._snapshot
+
+    def frozen_prompt(self) -> str | None:
+        """The prompt frozen so far (the stored one, else the in-memory snapshot), or None; never renders or freezes."""
+        with self._lock:
+            if self.prompt_store is not None:
+                stored = self.prompt_store.get()
+                if stored is not None:
+                    return stored
             return self._snapshot
 
     def prompt_for_estimate(self) -> str:
@@ -460,5 +492,7 @@ class ContextBlocks:
             return context_tools(self._spec_list(), self._skills)
 
     def run_tool(self, name: str, input: Any) -> str:
-        """Execute a context tool call; never raises (see :func:`agentlab.context.tools.run_tool`)."""
-        return run_tool(self, name, input)
+        """Execute a context tool call; never raises (see :func:`agentlab.context.tools.run_tool`). Its writes are
+        recorded as the ``"tool"`` writer's."""
+        with writing_as("tool"):
+            return run_tool(self, name, input)

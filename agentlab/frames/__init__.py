@@ -4,12 +4,13 @@ Reads through the public APIs of the layers below; never writes.
 """
 
 from agentlab.frames import plot
-from agentlab.frames.frames import blocks, branches, compactions, messages, tokens, tool_calls, usage
+from agentlab.frames.frames import blocks, blocks_history, branches, compactions, messages, tokens, tool_calls, usage
 from agentlab.frames.multi import MultiAgent, open_many
 
 __all__ = [
     "MultiAgent",
     "blocks",
+    "blocks_history",
     "branches",
     "compactions",
     "messages",

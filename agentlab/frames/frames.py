@@ -25,7 +25,7 @@ from agentlab.context.tokens import estimate_string_tokens
 from agentlab.frames import columns as core
 from agentlab.frames.tree_columns import View, overlay_tokens, scope, where
 
-__all__ = ["FRAMES", "blocks", "bound_frame", "branches", "compactions", "messages", "tokens",
+__all__ = ["FRAMES", "blocks", "blocks_history", "bound_frame", "branches", "compactions", "messages", "tokens",
            "tool_calls", "usage"]
 
 _COMPACTIONS_SQL = """
@@ -321,6 +321,35 @@ def _stored_key(provider: Any, kind: str | None) -> dict[str, str | None]:
     return {"stored_session": key[0], "stored_label": key[1], "legacy_label": legacy_block_name(*key)}
 
 
+_HISTORY_SQL = """
+SELECT seq, written_at, session_id, label, writer, writer_id, old_content, new_content
+FROM context_block_history {where}
+ORDER BY seq
+"""
+
+
+def blocks_history(target: Any) -> Any:
+    """The memory timeline: one row per write to a writable context block, oldest first (a pyarrow Table).
+
+    Columns: ``seq`` (the store's clock, comparable with message seqs), ``written_at``, ``session_id``, ``label``,
+    ``writer`` (``"tool"``: a ``set_context`` call; ``"python"``; ``"client"``: a served client), ``writer_id``
+    (the ``tool_use`` id or the connection id, when known), ``old_content``, ``new_content``, ``old_tokens`` and
+    ``new_tokens`` (the estimates of the two texts).
+
+    Args:
+        target: A Session (the writes to its blocks) or an Agent/Store (every session's).
+    """
+    store, _, sid = scope(target)
+    condition, params = ("WHERE session_id = ?", [sid]) if sid is not None else ("", [])
+    with store.lock:
+        table = store.relation(_HISTORY_SQL.format(where=condition), params).to_arrow_table()
+    import pyarrow as pa
+
+    for name in ("old", "new"):
+        table = table.append_column(f"{name}_tokens", pa.array(core.string_tokens(table.column(f"{name}_content"))))
+    return table
+
+
 def tool_calls(target: Any) -> Any:
     """One row per tool call, joined with its result (a pyarrow Table).
 
@@ -381,6 +410,7 @@ FRAMES: dict[str, Callable[..., Any]] = {
     "compactions": compactions,
     "tokens": tokens,
     "blocks": blocks,
+    "blocks_history": blocks_history,
     "tool_calls": tool_calls,
     "usage": usage,
 }

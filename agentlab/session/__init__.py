@@ -10,7 +10,7 @@ from agentlab.session.messages import UNSET, Appended, RecentHistory, RowStat
 from agentlab.session.overlays import CompactionRecord
 from agentlab.session.search import SearchHit
 from agentlab.session.session import Session
-from agentlab.session.storage import SearchableStorage, SessionStorage
+from agentlab.session.storage import OutlineStorage, SearchableStorage, SessionStorage
 
 __all__ = [
     "UNSET",
@@ -18,6 +18,7 @@ __all__ = [
     "CompactionRecord",
     "DuckDBSessionStorage",
     "InMemorySessionStorage",
+    "OutlineStorage",
     "RecentHistory",
     "RowStat",
     "SearchHit",

@@ -15,6 +15,8 @@ Invariants:
   the blocks are first created, so a skill loaded earlier in the conversation is not loaded twice.
 * A session on a bare :class:`~agentlab.session.storage.SessionStorage` (no agent, no store) has no default
   provider: a block needs an explicit one, and so does ``with_cached_prompt``; unloaded texts are not archived.
+* Every write to a writable block is announced to watchers, and recorded in the memory timeline when the session
+  has an agent file (:mod:`agentlab.context.history`).
 * ``unload_context`` replaces the loaded text in history by a marker; the text itself is archived in
   ``context_unloaded`` and stays readable through :meth:`SessionContext.unloaded_skill_text`.
 """
@@ -26,6 +28,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentlab.context.blocks import ContextBlocks, ContextConfig
+from agentlab.context.history import BlockJournal
 from agentlab.context.prompt import ContextBlock
 from agentlab.context.providers import AgentContextProvider, SkillProvider
 from agentlab.context.tools import _context_calls, _is_loaded_text, _result_text, scan_loaded_skills
@@ -111,6 +114,9 @@ class SessionContext:
         session = self.session
         return session.agent if session.agent is not None else session.store
 
+    def _journal(self) -> BlockJournal:
+        return BlockJournal(self.session.store, self.session.session_id, owner=self.session.storage)
+
     def _provider(self, label: str) -> AgentContextProvider:
         return AgentContextProvider(self._owner(), label, session_id=self.session.session_id)
 
@@ -154,6 +160,7 @@ class SessionContext:
                 on_error=self.session._report,
                 on_add=self._added,
                 lock=self.session.storage.lock,
+                journal=self._journal(),
             )
             self._blocks = blocks
             labels = [c.label for c in self.configs if isinstance(c.provider, SkillProvider)]

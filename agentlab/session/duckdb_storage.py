@@ -1,9 +1,10 @@
 """The default session storage: one session's view of the agent's message tree in its DuckDB file.
 
-:class:`DuckDBSessionStorage` satisfies :class:`~agentlab.session.storage.SessionStorage` and
-:class:`~agentlab.session.storage.SearchableStorage` by binding a session id to the store's one
-:class:`~agentlab.session.tree.MessageTree` (:func:`~agentlab.session.tree.tree_of`), which keeps the parent map in
-memory and writes the ``messages`` and ``compactions`` tables.
+:class:`DuckDBSessionStorage` satisfies :class:`~agentlab.session.storage.SessionStorage`,
+:class:`~agentlab.session.storage.SearchableStorage` and :class:`~agentlab.session.storage.OutlineStorage` by
+binding a session id to the store's one :class:`~agentlab.session.tree.MessageTree`
+(:func:`~agentlab.session.tree.tree_of`), which keeps the parent map in memory and writes the ``messages`` and
+``compactions`` tables.
 
 Invariants:
 
@@ -78,6 +79,9 @@ class DuckDBSessionStorage:
 
     def row_stats(self, leaf_id: str | None = None, *, max_depth: int = DEFAULT_MAX_DEPTH) -> list[RowStat]:
         return self._open().row_stats(self.session_id, leaf_id, max_depth=max_depth)
+
+    def nodes(self) -> list[tuple[str, str | None, str, int]]:
+        return self._open().nodes(self.session_id)
 
     # -- writes ------------------------------------------------------------------------------------------------
 

@@ -1,8 +1,9 @@
 """A session storage in plain Python: the reference the DuckDB storage is checked against, and a light one for tests.
 
-:class:`InMemorySessionStorage` satisfies :class:`~agentlab.session.storage.SessionStorage` and
-:class:`~agentlab.session.storage.SearchableStorage` with dictionaries and lists, written to be read: no caches,
-no incremental bookkeeping, every answer computed from the rows. Nothing survives the process.
+:class:`InMemorySessionStorage` satisfies :class:`~agentlab.session.storage.SessionStorage`,
+:class:`~agentlab.session.storage.SearchableStorage` and :class:`~agentlab.session.storage.OutlineStorage` with
+dictionaries and lists, written to be read: no caches, no incremental bookkeeping, every answer computed from the
+rows. Nothing survives the process.
 
 Invariants:
 
@@ -117,6 +118,10 @@ class InMemorySessionStorage:
         with self.lock:
             return [RowStat(m, self._rows[m].role, len(self._rows[m].content.encode("utf-8")))
                     for m in self.path_ids(leaf_id, max_depth=max_depth)]
+
+    def nodes(self) -> list[tuple[str, str | None, str, int]]:
+        with self.lock:
+            return [(m, row.parent_id, row.role, row.seq) for m, row in self._rows.items()]
 
     # -- writes ------------------------------------------------------------------------------------------------
 

@@ -480,13 +480,13 @@ class Session:
 
     # -- notebook accessors (implemented by agentlab.frames and agentlab.views, bound by the package) --------------
 
-    show = Accessor("session.show", "A live notebook dashboard of this session: its agent's state, its context "
-                    "blocks and its branch tree.", call=True)
+    show = Accessor("session.show", "A live dashboard: the agent's state, the context blocks, the tree.", call=True)
     messages_df = Accessor("session.messages_df", "One row per stored message of this session (call for pandas, "
                            "``.arrow()`` for Arrow).")
     branches_df = Accessor("session.branches_df", "One row per branch point of this session.")
     compactions_df = Accessor("session.compactions_df", "Every compaction and compaction event of this session.")
     tokens_df = Accessor("session.tokens_df", "The token estimate along the current branch, message by message.")
     blocks_df = Accessor("session.blocks_df", "One row per context block, with its stored text and tokens.")
+    blocks_history_df = Accessor("session.blocks_history_df", "Every write to a writable block: who, when, old, new.")
     tool_calls_df = Accessor("session.tool_calls_df", "Every tool call of this session with its result.")
     usage_df = Accessor("session.usage_df", "Token usage of this session's Messages API calls.")

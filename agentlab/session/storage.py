@@ -12,7 +12,8 @@ estimate, events and frames, context blocks. Two implementations pass one confor
 
 Full-text search is an optional capability (upstream's ``searchMessages?``): a storage that can search also
 satisfies :class:`SearchableStorage`; ``Session.search`` on one that cannot raises
-:class:`~agentlab.errors.SessionError`.
+:class:`~agentlab.errors.SessionError`. A storage that can list its whole tree's shape at once (the branch tree
+widget draws it) also satisfies :class:`OutlineStorage`.
 
 Contract, beyond the signatures (each point has a conformance test):
 
@@ -40,7 +41,7 @@ from agentlab.session.messages import DEFAULT_MAX_DEPTH, Appended, RowStat
 from agentlab.session.overlays import CompactionRecord
 from agentlab.session.search import SearchHit
 
-__all__ = ["SearchableStorage", "SessionStorage"]
+__all__ = ["OutlineStorage", "SearchableStorage", "SessionStorage"]
 
 
 @runtime_checkable
@@ -148,4 +149,14 @@ class SearchableStorage(Protocol):
                branch: str | None = None, all_sessions: bool = False,
                max_depth: int = DEFAULT_MAX_DEPTH) -> list[SearchHit]:
         """Hits best first; see :meth:`agentlab.session.Session.search` for the arguments."""
+        ...
+
+
+@runtime_checkable
+class OutlineStorage(Protocol):
+    """A storage that can list the shape of its whole tree at once, without reading a message."""
+
+    def nodes(self) -> list[tuple[str, str | None, str, int]]:
+        """``(id, parent_id, role, order)`` of every message (a fork's shared path included), ``order`` increasing
+        with append order."""
         ...

@@ -251,6 +251,24 @@ class TreeIndex:
                 return len(self._seq)
             return sum(1 for s in self._session.values() if s == session_id)
 
+    def nodes(self, session_id: str) -> list[tuple[str, str | None, str, int]]:
+        """``(id, parent_id, role, seq)`` of every message visible in ``session_id`` (its own rows and a fork's
+        shared path), by seq: the tree's shape without reading a message."""
+        with self.store.lock:
+            self._ready()
+            inherited, roles, parent, session = self.inherited(session_id), self._roles(), self._parent, self._session
+            return [(m, parent[m], roles.get(m, "?"), s) for m, s in self._seq.items()
+                    if session[m] == session_id or m in inherited]
+
+    def active_sessions(self) -> dict[str, int]:
+        """Every session id that stores messages, with the seq of its newest message."""
+        with self.store.lock:
+            self._ready()
+            newest: dict[str, int] = {}
+            for mid, seq in self._seq.items():  # seq order: the last seen is the newest
+                newest[self._session[mid]] = seq
+            return newest
+
     def _shared_rows(self, session_id: str) -> frozenset[str]:
         shared: set[str] = set()
         for child, fp in self._forks.items():

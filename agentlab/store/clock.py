@@ -1,6 +1,6 @@
 """The session layer's logical clock: one increasing ``seq`` for every row it writes.
 
-Messages, compactions, compaction events and sessions share one counter, so "stored before" can be
+Messages, compactions, compaction events, sessions and block writes share one counter, so "stored before" can be
 compared across tables (a fork's own seq is its point in time; ties between messages go to the older
 seq, never to a timestamp). The numbers are handed out here, in Python, instead of by the DuckDB
 sequence ``session_seq``: asking the sequence costs a statement (or a sequence write in the commit),
@@ -11,10 +11,10 @@ Invariants:
 * One :class:`SeqClock` per :class:`~agentlab.store.Store` (:func:`clock_of`). The store is the only
   writer of its file (DuckDB's file lock keeps other processes out, the agent registry other Store
   objects in this process), so numbers counted here cannot collide with another writer's.
-* The clock starts above every seq stored in the four tables and above the ``session_seq`` sequence
+* The clock starts above every seq stored in the five tables and above the ``session_seq`` sequence
   (which older files and ``DEFAULT`` clauses used), and only grows. A number taken by a write that
   rolled back is simply never used; the next open starts above what was committed.
-* Every writer of those four tables passes an explicit seq from here; none relies on the column default.
+* Every writer of those five tables passes an explicit seq from here; none relies on the column default.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ SELECT greatest(
     (SELECT coalesce(max(seq), 0) FROM compactions),
     (SELECT coalesce(max(seq), 0) FROM compaction_events),
     (SELECT coalesce(max(seq), 0) FROM sessions),
+    (SELECT coalesce(max(seq), 0) FROM context_block_history),
     (SELECT coalesce(max(coalesce(last_value, start_value - 1)), 0) FROM duckdb_sequences()
      WHERE sequence_name = 'session_seq' AND database_name = current_database())
 )

@@ -450,3 +450,30 @@ def _m070_context_block_sessions(conn: Any) -> None:
 
 
 MIGRATIONS.append(Migration("m070_context_block_sessions", _m070_context_block_sessions))
+
+
+# --- m080_block_history (agentlab/context/history.py) ------------------------------------------------
+
+
+def _m080_block_history(conn: Any) -> None:
+    # context_block_history: the memory timeline. context_blocks keeps only a block's latest text; this table
+    # keeps one row per write to a writable block, inserted in the write's own transaction (a write that rolls
+    # back leaves no row), so a researcher can see how the model's memory changed, who changed it and when.
+    # Rows are only ever inserted. No index: it is read per session, and an ART index slows every write.
+    conn.execute(
+        """
+        CREATE TABLE context_block_history (
+            seq         BIGINT NOT NULL,       -- the store's clock: orders writes among messages and overlays
+            session_id  VARCHAR NOT NULL,      -- the session whose block was written ('' default session)
+            label       VARCHAR NOT NULL,      -- the block's label
+            writer      VARCHAR NOT NULL,      -- 'tool' (a set_context call), 'python' or 'client'
+            writer_id   VARCHAR,               -- the tool_use id or the connection id, when known
+            old_content VARCHAR NOT NULL,      -- the text before the write ('' for a block never written)
+            new_content VARCHAR NOT NULL,      -- the text after it
+            written_at  TIMESTAMPTZ NOT NULL DEFAULT now()
+        )
+        """
+    )
+
+
+MIGRATIONS.append(Migration("m080_block_history", _m080_block_history))

@@ -9,8 +9,9 @@ children, which are indented one level. Segments come in that depth-first order,
 to bottom, indented by ``depth``, reads the main conversation straight down with its alternatives
 nested where they branch off.
 
-Only a few rows of a long segment are sent: its head, its tail, and *pinned* rows (the ends of
-compaction overlays); the rest are gaps ``{"gap": [start, stop]}`` the front end expands on request.
+Only a few rows of a long segment are drawn: its head, its tail, and *pinned* rows (the ends of
+compaction overlays, the selection, search hits, rows the user revealed); the rest are gaps the front end
+expands on request. :func:`choose_rows` flattens the result into the outline's rows, in drawing order.
 
 Invariants:
 
@@ -25,28 +26,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-
-
-def short_text(message: dict[str, Any] | None, limit: int = 80) -> str:
-    """A one-line summary of a message: its text parts, else the kinds of its parts."""
-    if not message:
-        return ""
-    texts: list[str] = []
-    kinds: list[str] = []
-    for part in message.get("parts") or ():
-        if not isinstance(part, dict):
-            continue
-        kind = str(part.get("type", "?"))
-        if kind == "text" and isinstance(part.get("text"), str):
-            texts.append(part["text"])
-        elif kind == "tool_use" or kind.startswith("tool-") or kind == "dynamic-tool":
-            kinds.append(f"[tool {part.get('name') or part.get('toolName') or kind.removeprefix('tool-')}]")
-        elif kind == "tool_result":
-            kinds.append("[tool result]")
-        else:
-            kinds.append(f"[{kind}]")
-    text = " ".join(" ".join(texts).split()) or " ".join(kinds)  # whitespace runs become one space
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 @dataclass
@@ -206,45 +185,53 @@ def shown_indices(length: int, pinned: Iterable[int], *, head: int, tail: int, c
     return filled
 
 
-def row_json(plan: Plan, message_id: str, index: int, text: str) -> dict[str, Any]:
-    """One drawn row: index in its segment, id, role, short text and number of children."""
-    return {"i": index, "id": message_id, "r": plan.role.get(message_id, "?"), "t": text,
-            "k": len(plan.children.get(message_id, ()))}
+Row = tuple[int, int, int]
+"""An outline row: ``(segment, index, -1)`` for a message, ``(segment, start, stop)`` for a collapsed gap."""
 
 
-def layout_json(
-    plan: Plan,
-    texts: Callable[[Sequence[str]], dict[str, str]],
-    *,
-    pinned: dict[int, set[int]],
-    head: int = 3,
-    tail: int = 3,
-    collapse_over: int = 12,
-) -> list[dict[str, Any]]:
-    """The segments as JSON: ``{"s", "p", "d", "n", "items"}`` where items are rows or gaps.
+def choose_rows(plan: Plan, pinned: dict[int, set[int]], *, head: int = 3, tail: int = 3,
+                collapse_over: int = 12) -> list[Row]:
+    """The outline's rows in drawing order: every segment's drawn messages (:func:`shown_indices`) and its gaps.
 
     Args:
         plan: From :func:`build_plan`.
-        texts: Returns short texts for a batch of ids (only drawn rows are asked for).
         pinned: Rows to draw whatever the collapsing, per segment.
     """
-    chosen: list[list[int]] = [
-        shown_indices(len(seg.ids), pinned.get(s, ()), head=head, tail=tail, collapse_over=collapse_over)
-        for s, seg in enumerate(plan.segments)
-    ]
-    wanted = [plan.segments[s].ids[i] for s, idx in enumerate(chosen) for i in idx]
-    found = texts(wanted)
-    out: list[dict[str, Any]] = []
+    rows: list[Row] = []
     for s, seg in enumerate(plan.segments):
-        items: list[dict[str, Any]] = []
         previous = -1
-        for i in chosen[s]:
+        for i in shown_indices(len(seg.ids), pinned.get(s, ()), head=head, tail=tail, collapse_over=collapse_over):
             if i - previous > 1:
-                items.append({"gap": [previous + 1, i]})
-            mid = seg.ids[i]
-            items.append(row_json(plan, mid, i, found.get(mid, "")))
+                rows.append((s, previous + 1, i))
+            rows.append((s, i, -1))
             previous = i
         if previous < len(seg.ids) - 1:
-            items.append({"gap": [previous + 1, len(seg.ids)]})
-        out.append({"s": s, "p": seg.parent, "d": seg.depth, "n": len(seg.ids), "items": items})
+            rows.append((s, previous + 1, len(seg.ids)))
+    return rows
+
+
+def segments_json(plan: Plan, rows: Sequence[Row], texts: Callable[[Sequence[str]], dict[str, str]],
+                  limit: int | None = None) -> list[dict[str, Any]]:
+    """The outline grouped by segment, with texts: ``{"s", "p", "d", "n", "items"}``, items being
+    ``{"i", "id", "r", "t", "k"}`` rows or ``{"gap": [start, stop]}`` (for tests and the static HTML).
+
+    Args:
+        limit: Only the first ``limit`` segments.
+    """
+    segments = plan.segments
+    wanted = [segments[s].ids[i] for s, i, stop in rows if stop < 0 and (limit is None or s < limit)]
+    found = texts(wanted)
+    out: list[dict[str, Any]] = []
+    for s, a, b in rows:
+        if limit is not None and s >= limit:
+            break
+        if not out or out[-1]["s"] != s:
+            seg = segments[s]
+            out.append({"s": s, "p": seg.parent, "d": seg.depth, "n": len(seg.ids), "items": []})
+        if b >= 0:
+            out[-1]["items"].append({"gap": [a, b]})
+        else:
+            mid = segments[s].ids[a]
+            out[-1]["items"].append({"i": a, "id": mid, "r": plan.role.get(mid, "?"), "t": found.get(mid, ""),
+                                     "k": len(plan.children.get(mid, ()))})
     return out

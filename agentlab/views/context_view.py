@@ -12,9 +12,12 @@ Invariants:
   it never calls ``freeze_system_prompt``. Only the "Refresh prompt" action (or
   :meth:`ContextView.refresh_prompt`) changes the frozen prompt.
 * Only small JSON is synced: block texts are cut to :data:`PREVIEW_CHARS`; the full text of a block
-  or of either prompt is fetched on request.
-* The view re-reads the providers after every session event (appends, edits, compactions, clears),
-  so a ``set_context`` tool call made during a turn shows up when the turn's messages are stored.
+  or of either prompt, and older timeline rows, are fetched on request.
+* The view redraws after every committed block write of its session, whoever made it (a ``set_context``
+  call in a turn, ``session.run_tool``, ``set_block`` from any cell, thread or Session object of the agent),
+  and after compactions and clears: no reload needed.
+* The memory timeline (every write to a writable block: who, when, old -> new) is read from the file,
+  so it shows the session's writes even where this Session object has no blocks configured.
 """
 
 from __future__ import annotations
@@ -24,13 +27,18 @@ from typing import Any
 
 import traitlets as t
 
+from agentlab.context.history import block_history, watch_blocks
 from agentlab.context.prompt import SEPARATOR, js_round, render_block, render_prompt
 from agentlab.context.tokens import estimate_string_tokens
 
 from ._base import STATIC, RequestWidget, esc
+from ._timeline import stamp, timeline_row
 
 PREVIEW_CHARS = 3000
 """Characters of each block's text sent with the traits (the rest on request)."""
+
+TIMELINE_ROWS = 30
+"""Newest timeline rows sent with the traits (older ones on request)."""
 
 _SECTION = re.compile(f"{SEPARATOR}\n(.*)\n{SEPARATOR}\n")
 
@@ -62,20 +70,6 @@ def _section_for(label: str, sections: list[tuple[str, str]]) -> tuple[str, str]
     return None
 
 
-def frozen_prompt(context: Any) -> str | None:
-    """The prompt the model sees now (stored, else the in-memory snapshot), or None if none is frozen.
-
-    Reads without side effects, in :meth:`ContextBlocks.freeze_system_prompt`'s order.
-    """
-    store = context.prompt_store
-    if store is not None:
-        stored = store.get()
-        if stored is not None:
-            return stored
-    # ContextBlocks keeps its in-memory snapshot private; reading it is the only side-effect-free way.
-    return getattr(context, "_snapshot", None)
-
-
 def _cut(text: str) -> str:
     return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS]
 
@@ -87,23 +81,38 @@ class ContextView(RequestWidget):
         session: A :class:`~agentlab.session.Session` with context blocks (``session.context``).
 
     Synced traits: ``blocks`` (one dict per block), ``frozen`` (whether a prompt is frozen),
-    ``summary`` (token totals and whether the frozen prompt is stale) and ``error``.
+    ``summary`` (token totals and whether the frozen prompt is stale), ``timeline`` (the newest writes to
+    the session's writable blocks, newest first: label, writer, time and what changed), ``timeline_more``
+    (older writes exist) and ``error``.
     """
 
     _esm = STATIC / "context_view.js"
     _css = STATIC / "context_view.css"
-    _requests = ("reload", "refresh_prompt", "prompt", "block")
+    _requests = ("reload", "refresh_prompt", "prompt", "block", "history", "write")
 
     blocks: t.List[Any] = t.List().tag(sync=True)
     frozen = t.Bool(False).tag(sync=True)
     summary = t.Dict().tag(sync=True)
+    timeline: t.List[Any] = t.List().tag(sync=True)
+    timeline_more = t.Bool(False).tag(sync=True)
 
     def __init__(self, session: Any, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.session = session
         self.refresh()
         subscribe = getattr(session, "subscribe", None)
-        self._unsubscribe = subscribe(self._on_event) if callable(subscribe) else (lambda: None)
+        unsubscribe = subscribe(self._on_event) if callable(subscribe) else (lambda: None)
+        # Block writes are announced per agent file, or per storage for a session without one.
+        owner = getattr(session, "store", None) or getattr(session, "storage", None)
+        session_id = getattr(session, "session_id", None)
+        unwatch = watch_blocks(owner, session_id, self._on_write) if owner is not None and session_id is not None \
+            else (lambda: None)
+
+        def stop() -> None:
+            unsubscribe()
+            unwatch()
+
+        self._unsubscribe = stop
 
     def __repr__(self) -> str:
         return f"<ContextView of session {getattr(self.session, 'session_id', '?')!r}: {len(self.blocks)} blocks>"
@@ -114,20 +123,35 @@ class ContextView(RequestWidget):
         return getattr(self.session, "context", None)
 
     def _on_event(self, event: dict[str, Any]) -> None:
-        if event.get("type") in ("appended", "updated", "deleted", "cleared", "compacted"):
+        # Block writes arrive through _on_write; these events change what the prompt holds or what was loaded.
+        if event.get("type") in ("cleared", "compacted"):
             self.refresh()
 
+    def _on_write(self, _session_id: str, _label: str) -> None:
+        self.refresh()
+
+    def _timeline(self) -> None:
+        store, session_id = getattr(self.session, "store", None), getattr(self.session, "session_id", None)
+        if store is None or session_id is None:
+            self.timeline, self.timeline_more = [], False
+            return
+        writes = block_history(store, session_id, limit=TIMELINE_ROWS + 1)
+        self.timeline = [timeline_row(w) for w in writes[:TIMELINE_ROWS]]
+        self.timeline_more = len(writes) > TIMELINE_ROWS
+
     def refresh(self) -> None:
-        """Re-read every provider and the frozen prompt, and publish them."""
+        """Re-read every provider, the frozen prompt and the timeline, and publish them."""
         context = self.context
         if context is None:
-            self.blocks, self.frozen = [], False
-            self.summary = {"session": getattr(self.session, "session_id", ""), "blocks": 0,
-                            "live_tokens": 0, "frozen_tokens": 0, "stale": False}
+            with self.hold_sync():
+                self.blocks, self.frozen = [], False
+                self.summary = {"session": getattr(self.session, "session_id", ""), "blocks": 0,
+                                "live_tokens": 0, "frozen_tokens": 0, "stale": False}
+                self._timeline()
             return
         live_blocks = context.load()  # re-reads providers; never touches the frozen prompt
         failed = context.errors
-        frozen_text = frozen_prompt(context)
+        frozen_text = context.frozen_prompt()
         live_text = render_prompt(live_blocks)
         sections = split_prompt(frozen_text) if frozen_text is not None else []
         by_label = {b.label: b for b in live_blocks}
@@ -158,6 +182,7 @@ class ContextView(RequestWidget):
                 content if rendered is not None else None)
             rows.append(row)
         with self.hold_sync():
+            self._timeline()
             self.blocks = rows
             self.frozen = frozen_text is not None
             self.summary = {
@@ -189,10 +214,23 @@ class ContextView(RequestWidget):
         self.refresh_prompt()
         return {"ok": True}
 
+    def _request_history(self, before: int, limit: int = TIMELINE_ROWS) -> dict[str, Any]:
+        limit = max(1, min(int(limit), 500))
+        writes = block_history(self.session.store, self.session.session_id, before=int(before), limit=limit + 1)
+        return {"rows": [timeline_row(w) for w in writes[:limit]], "more": len(writes) > limit}
+
+    def _request_write(self, seq: int) -> dict[str, Any]:
+        found = block_history(self.session.store, self.session.session_id, before=int(seq) + 1, limit=1)
+        if not found or found[0].seq != int(seq):
+            raise KeyError(f"No write {seq} in this session's timeline.")
+        w = found[0]
+        return {"seq": w.seq, "label": w.label, "writer": w.writer, "writer_id": w.writer_id,
+                "at": stamp(w.written_at), "old": w.old, "new": w.new}
+
     def _request_prompt(self, which: str = "frozen") -> dict[str, Any]:
         context = self.context
         if which == "frozen":
-            return {"text": frozen_prompt(context)}
+            return {"text": context.frozen_prompt()}
         if which == "live":
             return {"text": render_prompt(context.load())}
         raise ValueError(f"which must be 'frozen' or 'live', not {which!r}.")
@@ -204,7 +242,7 @@ class ContextView(RequestWidget):
             if block is None:
                 raise KeyError(f"No loaded block {label!r}.")
             return {"text": block.content}
-        section = _section_for(label, split_prompt(frozen_prompt(context) or ""))
+        section = _section_for(label, split_prompt(context.frozen_prompt() or ""))
         return {"text": section[1] if section else None}
 
     # -- static fallback ----------------------------------------------------------------------
@@ -219,6 +257,12 @@ class ContextView(RequestWidget):
             rows.append(
                 f"<tr><td><b>{esc(b['label'])}</b> [{esc(b['tag'])}]<br><small>{usage}</small></td>"
                 f"<td><pre>{esc(b['content'])}</pre></td><td><pre>{frozen}</pre></td></tr>")
+        writes = "".join(
+            f"<tr><td>{esc(w['at'])}</td><td>{esc(w['label'])}</td><td>{esc(w['writer'])}</td>"
+            f"<td><del>{esc(w['removed'])}</del> <ins>{esc(w['added'])}</ins></td></tr>" for w in self.timeline)
+        timeline = ("<b>Memory timeline</b><table><tr><th>when</th><th>block</th><th>writer</th><th>change</th></tr>"
+                    + writes + "</table>") if writes else ""
         return (
             '<div class="agentlab-static"><b>Context blocks</b><table><tr><th>block</th>'
-            "<th>live provider content</th><th>frozen prompt</th></tr>" + "".join(rows) + "</table></div>")
+            "<th>live provider content</th><th>frozen prompt</th></tr>" + "".join(rows) + "</table>"
+            + timeline + "</div>")

@@ -24,7 +24,8 @@ from typing import Any
 
 import traitlets as t
 
-from agentlab.errors import AgentlabError
+from agentlab.agent.state import read_state_meta
+from agentlab.errors import AgentClosedError, AgentlabError
 
 from ._base import STATIC, RequestWidget, esc, short_json
 
@@ -83,20 +84,25 @@ class StateView(RequestWidget):
     def refresh(self) -> None:
         """Re-read the stored state, its time and its source, and publish them to the front end."""
         agent = self.agent
-        with agent._lock:  # the agent's order: a concurrent writer cannot interleave with us
+        try:
+            store = agent.store
+        except AgentClosedError:
+            self.error = "The agent is closed."
+            return
+        with store.lock:  # the agent's order: a concurrent writer cannot interleave with us
             if agent.closed:
                 self.error = "The agent is closed."
                 return
             has_state = agent.has_state
             value = agent.state if has_state else None
-            meta = agent.sql("SELECT source, updated_at FROM agent_state WHERE id = 'state'")
+            meta = read_state_meta(store)
             updated_at, source = "", ""
-            if meta:
-                stamp = meta[0]["updated_at"]
+            if meta is not None:
+                stamp = meta[1]
                 if isinstance(stamp, _dt.datetime):
                     stamp = stamp.astimezone(_dt.UTC).isoformat(timespec="milliseconds")
                 updated_at = str(stamp)
-                source = self._describe_source(meta[0]["source"])
+                source = self._describe_source(meta[0])
             with self.hold_sync():
                 self.value = value
                 self.has_state = has_state

@@ -68,6 +68,7 @@ class LabServer:
             str(lab), "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={self.port}",
             "--ServerApp.port_retries=0", f"--IdentityProvider.token={self.token}",
             f"--ServerApp.root_dir={self.root}", "--LabApp.news_url=None",
+            "--LabApp.expose_app_in_browser=True",  # window.jupyterapp: the tests switch themes through it
         ]
         log = open(self.log_path, "wb")  # noqa: SIM115 - lives as long as the server
         self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
@@ -84,7 +85,8 @@ class LabServer:
         raise RuntimeError(f"jupyter-lab did not answer within {timeout:.0f} s; see {self.log_path}")
 
     def notebook_url(self, name: str) -> str:
-        return f"{self.url}/lab/tree/{name}?token={self.token}"
+        # reset: a fresh workspace, so the notebooks earlier pages opened are not restored in hidden tabs
+        return f"{self.url}/lab/tree/{name}?reset&token={self.token}"
 
     def stop(self) -> None:
         """Stop the server (and so its kernels) by pid; safe to call twice."""
@@ -210,6 +212,15 @@ class LabPage:
     def screenshot(self, path: Path) -> Path:
         self.page.screenshot(path=str(path), full_page=False)
         return path
+
+    def set_theme(self, theme: str, timeout: float = 30.0) -> None:
+        """Switch JupyterLab's theme (``"JupyterLab Light"`` or ``"JupyterLab Dark"``) and wait until it applies."""
+        light = "true" if "Light" in theme else "false"
+        self.page.evaluate("(theme) => window.jupyterapp.commands.execute('apputils:change-theme', {theme})", theme)
+        self.page.wait_for_function(
+            f"() => document.body.dataset.jpThemeName === {theme!r} && document.body.dataset.jpThemeLight === '{light}'",
+            timeout=timeout * 1000)
+        self.page.wait_for_timeout(300)  # the theme's stylesheet has loaded; let the page repaint
 
     def close(self) -> None:
         self.page.close()

@@ -67,6 +67,9 @@ function render({ model, el }) {
   const collapsed = new Set(); // JSON paths the user folded
   const expanded = new Set(); // deep JSON paths the user opened
   let editingPath = null;
+  // An error found in the page itself ("Not JSON"): shown until Cancel, the next edit, or an accepted one.
+  // The kernel's refusals travel in the "error" trait and are shown when there is no local error.
+  let localError = "";
 
   const title = h("span", { class: "al-title" });
   const meta = h("span", { class: "al-meta", "data-role": "state-meta" });
@@ -81,12 +84,17 @@ function render({ model, el }) {
     h("div", { class: "al-head" }, title, meta, rawButton), error, tree, editor);
   el.append(root);
 
+  function showError() {
+    const message = localError || model.get("error");
+    error.textContent = message || "";
+    error.hidden = !message;
+  }
+
   async function submit(next) {
+    localError = "";
     const reply = await request("set_state", { state: next });
-    if (reply.error) {
-      error.textContent = reply.error;
-      error.hidden = false;
-    }
+    if (reply.error) localError = reply.error;
+    showError();
     return reply;
   }
 
@@ -95,7 +103,7 @@ function render({ model, el }) {
     const shown = type === "string" ? JSON.stringify(value) : String(value);
     const span = h("span", { class: `al-value al-type-${type}`, title: model.get("readonly") ? "" : "click to edit" }, shown);
     if (!model.get("readonly")) {
-      span.addEventListener("click", () => { editingPath = JSON.stringify(path); draw(); });
+      span.addEventListener("click", () => { editingPath = JSON.stringify(path); localError = ""; draw(); });
     }
     if (editingPath === JSON.stringify(path)) {
       const input = h("input", { class: "al-input", value: type === "string" ? value : JSON.stringify(value) });
@@ -148,22 +156,28 @@ function render({ model, el }) {
       ? `changed ${formatStamp(model.get("updated_at"))} by ${model.get("source")}`
       : "no state set";
     rawButton.hidden = readonly;
-    const message = model.get("error");
-    if (message) { error.textContent = message; error.hidden = false; } else { error.hidden = true; }
+    showError();
     tree.replaceChildren(model.get("has_state") ? node(null, model.get("value"), [], 0) : h("div", { class: "al-empty" }, "—"));
   }
 
   rawButton.addEventListener("click", () => {
     textarea.value = JSON.stringify(model.get("value"), null, 2);
+    localError = "";
+    showError();
     editor.hidden = false;
     tree.hidden = true;
   });
-  cancel.addEventListener("click", () => { editor.hidden = true; tree.hidden = false; });
+  cancel.addEventListener("click", () => {
+    localError = "";
+    showError();
+    editor.hidden = true;
+    tree.hidden = false;
+  });
   save.addEventListener("click", async () => {
     let next;
     try { next = JSON.parse(textarea.value); } catch (exc) {
-      error.textContent = `Not JSON: ${exc.message}`;
-      error.hidden = false;
+      localError = `Not JSON: ${exc.message}`;
+      showError();
       return;
     }
     await submit(next);
