@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup demo test test-fast browser js bench clean
+.PHONY: setup demo check test test-fast browser js bench clean
 
 setup: $(STAMP)
 
@@ -37,7 +37,13 @@ js:
 demo: setup
 	$(BIN)/agentlab demo
 
-test: setup browser js
+# Lint, types and the import contract (layers, no cycles); `make test` runs it first.
+check: setup
+	$(BIN)/ruff check agentlab
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+test: setup browser js check
 	$(BIN)/python -m pytest
 
 test-fast: setup

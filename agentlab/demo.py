@@ -5,6 +5,7 @@ Later features add their own steps here; each step uses only the public API.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar, TextIO
 
@@ -16,12 +17,12 @@ class DemoAgent(Agent):
 
     initial_state: ClassVar[Any] = {"visits": 0, "notes": []}
 
-    def validate_state_change(self, next_state, source):  # type: ignore[no-untyped-def]
+    def validate_state_change(self, next_state: Any, source: Any) -> None:
         if not isinstance(next_state, dict) or next_state.get("visits", 0) < 0:
             raise ValueError("visits must be a non-negative count")
 
 
-def _step_agent(root: Path, say) -> None:  # type: ignore[no-untyped-def]
+def _step_agent(root: Path, say: Callable[[str], None]) -> None:
     agent = get_agent(DemoAgent, "demo-user", root=root)
     say(f"opened agent {agent.name!r} in {agent.path.relative_to(root)}")
     say(f"initial state: {agent.state}")
@@ -38,7 +39,7 @@ def _step_agent(root: Path, say) -> None:  # type: ignore[no-untyped-def]
     agent.close()
 
 
-def _step_session(root: Path, say) -> None:  # type: ignore[no-untyped-def]
+def _step_session(root: Path, say: Callable[[str], None]) -> None:
     from agentlab.chat.summarizers import ExtractiveSummarizer
     from agentlab.session.compactor import create_compact_function
     from agentlab.session.session import Session
@@ -63,6 +64,7 @@ def _step_session(root: Path, say) -> None:  # type: ignore[no-untyped-def]
     session.on_compaction(create_compact_function(ExtractiveSummarizer(), protect_head=1, tail_token_budget=60))
     before = session.estimate_tokens()
     result = session.compact()
+    assert result is not None, "the demo's history is long enough to compact"
     history = session.get_history()
     say(f"compaction {result['from_message_id']}..{result['to_message_id']}: {before} -> "
         f"{session.estimate_tokens()} estimated tokens; {len(history)} messages read, "
@@ -73,12 +75,12 @@ def _step_session(root: Path, say) -> None:  # type: ignore[no-untyped-def]
     agent.close()
 
 
-def _step_context_and_chat(root: Path, say) -> None:  # type: ignore[no-untyped-def]
+def _step_context_and_chat(root: Path, say: Callable[[str], None]) -> None:
     from agentlab.chat.agent import ChatAgent
     from agentlab.chat.offline import OfflineClaude
 
     class DemoChat(ChatAgent):
-        def configure_session(self, session):  # type: ignore[no-untyped-def]
+        def configure_session(self, session: Any) -> Any:
             return session.with_context("memory", description="Facts about the user", max_tokens=200)
 
     agent = get_agent(DemoChat, "demo-user", root=root)
@@ -93,7 +95,7 @@ def _step_context_and_chat(root: Path, say) -> None:  # type: ignore[no-untyped-
     agent.close()
 
 
-def _step_eval(root: Path, say) -> None:  # type: ignore[no-untyped-def]
+def _step_eval(root: Path, say: Callable[[str], None]) -> None:
     # Offline and quick: BM25, and a hybrid whose dense half is the model-free HashEmbedder
     # (MiniLM would add ~10 s of imports). Embeddings stay in memory; nothing is written.
     from agentlab.eval.datasets import load_bundled

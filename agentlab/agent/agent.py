@@ -303,7 +303,8 @@ class Agent:
             self._store_checked()
             self._load_state()  # first, so a lazy initial state is not sent twice to this client
             self._connections.append(connection)
-            identity = {"name": self.name, "agent": kebab_case(type(self).__name__), "type": "cf_agent_identity"}
+            identity: dict[str, Any] = {"name": self.name, "agent": kebab_case(type(self).__name__),
+                                        "type": "cf_agent_identity"}
             if self.has_state:  # tells the client to wait for the state before it reports ready
                 identity["stateFollows"] = True
             connection.send(identity)
@@ -403,7 +404,7 @@ def get_agent(
         if opener is None:
             known = ", ".join(repr(b) for b in ["local", *sorted(_backends)])
             raise InvalidArgumentError(f"Unknown backend {backend!r}; use one of {known}.")
-        return opener(cls, name, root=root, read_only=read_only, **options)  # type: ignore[no-any-return]
+        return opener(cls, name, root=root, read_only=read_only, **options)
     if options:
         raise TypeError(f"get_agent got {', '.join(sorted(options))}, which only a backend= other than 'local' takes.")
     resolved = resolve_root(root)

@@ -157,7 +157,7 @@ def _write_tables(store: Store, agent: Any, work: Path) -> dict[str, Any]:
                 columns = conn.execute(
                     "SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = current_database() "
                     "AND schema_name = 'main' AND table_name = ? ORDER BY column_index", [table]).fetchall()
-                rows = conn.execute(f"SELECT count(*) FROM {_ident(table)}").fetchone()[0]
+                rows = conn.execute(f"SELECT count(*) FROM {_ident(table)}").fetchall()[0][0]
                 tables[table] = {"file": name, "rows": int(rows), "columns": [list(c) for c in columns]}
             sequences = {name: last for name, last, _, _ in conn.execute(_SEQUENCES).fetchall()}
             meta = dict(conn.execute("SELECT key, value FROM agent_meta").fetchall()) if "agent_meta" in tables \
@@ -286,7 +286,7 @@ def _check_files(folder: Path, tables: dict[str, Any]) -> None:
             source = f"read_parquet({_literal(str(file))})"
             try:
                 columns = [r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()]
-                rows = con.execute(f"SELECT count(*) FROM {source}").fetchone()[0]
+                rows = con.execute(f"SELECT count(*) FROM {source}").fetchall()[0][0]
             except duckdb.Error as exc:
                 raise ExportError(f"{file} (table {table!r}) is not a readable Parquet file ({_atomic.detail(exc)}); "
                                   "export the agent again.") from None
@@ -430,8 +430,8 @@ def _restore(store: Store, folder: Path, manifest: dict[str, Any], name: str, cl
                 else:  # a researcher's own table: recreated from the Parquet schema
                     conn.execute(f"CREATE TABLE {_ident(table)} AS SELECT * FROM read_parquet({_literal(file)}) "
                                  "LIMIT 0")
-                inserted = conn.execute(
-                    f"INSERT INTO {_ident(table)} BY NAME SELECT * FROM read_parquet({_literal(file)})").fetchone()[0]
+                insert = f"INSERT INTO {_ident(table)} BY NAME SELECT * FROM read_parquet({_literal(file)})"
+                inserted = conn.execute(insert).fetchall()[0][0]
                 if inserted != info["rows"]:  # the file changed since it was checked
                     raise ExportMismatchError(table, info["file"], "rows", info["rows"], inserted)
             if manifest.get("agent") != name:

@@ -57,7 +57,7 @@ def check_json(value: Any, root: str = "state") -> None:
             if id(item) in on_path:
                 raise StateNotJSONError(path, "it refers back to a value that contains it (a cycle)")
             on_path[id(item)] = depth
-            stack.append((exit_marker, path, id(item)))  # type: ignore[arg-type]
+            stack.append((exit_marker, path, id(item)))
             if isinstance(item, dict):
                 for key, child in reversed(list(item.items())):
                     if not isinstance(key, str):

@@ -209,7 +209,7 @@ class ChatAgent(Agent):
         settings = resolve_settings(self.chat_settings, self._instance_settings, call)
         user_tools = as_tools(tools)
         with self._turn_lock:
-            message = {"id": _new_id(), "role": "user", "parts": parts, "created_at": now_iso()}
+            message: dict[str, Any] = {"id": _new_id(), "role": "user", "parts": parts, "created_at": now_iso()}
             self.session.append_message(message, parent_id=parent_id)  # UNSET is append_message's own default
             turn = Turn(id=_new_id(), message_ids=[message["id"]], start_id=message["id"])
             return self._run(turn, settings, user_tools)
@@ -378,9 +378,10 @@ class ChatAgent(Agent):
             # hold a truncated input, so each of its calls is answered with a note instead of being run.
             calls = [run_tool_call(b, runners, session) if stop == "tool_use"
                      else ToolCall.not_run(b, NOT_RUN_TEXT.format(reason=stop)) for b in uses]
-            assistant = {"id": _new_id(), "role": "assistant", "parts": content, "created_at": now_iso(),
+            assistant: dict[str, Any] = {"id": _new_id(), "role": "assistant", "parts": content,
+                                         "created_at": now_iso(),
                          "metadata": {"model": turn.model, "stop_reason": stop, "response_id": response.get("id")}}
-            stored = [assistant]
+            stored: list[dict[str, Any]] = [assistant]
             if calls:
                 stored.append({"id": _new_id(), "role": "user", "created_at": now_iso(),
                                "parts": [c.result_block() for c in calls]})

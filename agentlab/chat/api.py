@@ -61,9 +61,9 @@ def _sdk_tool_pair(part: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, A
     return use, result
 
 
-def _convert_parts(role: str, parts: Sequence[Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _convert_parts(role: str, parts: Sequence[Any]) -> tuple[list[Mapping[str, Any]], list[dict[str, Any]]]:
     """The API blocks of one message, plus tool results that AI-SDK tool parts carried inline."""
-    blocks: list[dict[str, Any]] = []
+    blocks: list[Mapping[str, Any]] = []
     results: list[dict[str, Any]] = []
     for part in parts:
         if type(part) is not dict and not isinstance(part, Mapping):  # exact type first: ABC checks are slow
@@ -89,11 +89,11 @@ def _convert_parts(role: str, parts: Sequence[Any]) -> tuple[list[dict[str, Any]
     return blocks, results
 
 
-def _append(out: list[dict[str, Any]], role: str, blocks: list[dict[str, Any]]) -> None:
+def _append(out: list[dict[str, Any]], role: str, blocks: Sequence[Mapping[str, Any]]) -> None:
     if not blocks:
         return
     if out and out[-1]["role"] == role:
-        out[-1]["content"] = out[-1]["content"] + blocks  # a new list: stored parts lists are never extended
+        out[-1]["content"] = [*out[-1]["content"], *blocks]  # a new list: stored parts lists are never extended
     else:
         out.append({"role": role, "content": list(blocks)})
 

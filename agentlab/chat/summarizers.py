@@ -107,7 +107,7 @@ def _specific(text: str) -> int:
 
 
 def _split_sentences(text: str) -> list[str]:
-    out = []
+    out: list[str] = []
     for line in text.splitlines():
         out.extend(s.strip() for s in _SENTENCE_END.split(line.strip()) if s.strip())
     return out

@@ -56,7 +56,7 @@ def worker_device() -> str:
 def _place(strategy: Any, device: str) -> None:
     """Move the strategy's embedders (and its parts') from the default CPU to ``device``."""
     embedder = getattr(strategy, "embedder", None)
-    if device != "cpu" and getattr(embedder, "device", None) == "cpu":
+    if embedder is not None and device != "cpu" and getattr(embedder, "device", None) == "cpu":
         embedder.device = device
     for part in getattr(strategy, "parts", None) or []:
         _place(part, device)

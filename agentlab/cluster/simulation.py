@@ -236,7 +236,8 @@ def simulate(dataset: Any, users: int, *, turns: int | None = None, root: Any = 
         if executor == "local":
             started = time.perf_counter()
             done = _replay(plan, conversations, str(base), policy, turns, (lambda: bar.update(1)) if bar else None)
-            seconds, per_worker, owners = time.perf_counter() - started, [done], {}
+            owners: dict[Any, Any] = {}
+            seconds, per_worker = time.perf_counter() - started, [done]
         else:
             seconds, per_worker, owners = _on_ray(plan, conversations, str(base), policy, turns, address, workers, bar)
     finally:

@@ -50,7 +50,7 @@ _TITLE_DESCRIPTION = (
 _ENTRY_DESCRIPTION = (
     "One-line summary shown alongside the title in the system prompt so the model can decide when to load the entry."
 )
-# The deliberate improvement over upstream: the unloaded text is not lost (see ContextMixin.unloaded_skill_text).
+# The deliberate improvement over upstream: the unloaded text is not lost (see SessionContext.unloaded_skill_text).
 UNLOAD_NOTE = "Its full text stays in storage: load_context with the same label and key brings it back."
 
 
@@ -74,6 +74,8 @@ class ToolContext(Protocol):
     def unload_skill(self, label: str, key: str) -> bool: ...
 
     def search(self, label: str, query: str) -> str | None: ...
+
+    def tools(self) -> list[dict[str, Any]]: ...
 
 
 
@@ -340,7 +342,8 @@ def _context_calls(messages: Iterable[Mapping[str, Any]]) -> Iterable[_ToolCall]
                 continue
             kind = part.get("type")
             if kind == "tool_use" and part.get("name") in _CONTEXT_TOOLS:
-                data = part.get("input") if isinstance(part.get("input"), Mapping) else {}
+                given = part.get("input")
+                data = given if isinstance(given, Mapping) else {}
                 pending[part.get("id")] = (part["name"], data.get("label"), data.get("key"))
             elif kind == "tool_result" and part.get("tool_use_id") in pending:
                 name, label, key = pending.pop(part.get("tool_use_id"))
@@ -348,14 +351,16 @@ def _context_calls(messages: Iterable[Mapping[str, Any]]) -> Iterable[_ToolCall]
                     yield _ToolCall(name, label, key, _result_text(part.get("content")), m_index, p_index, "content")
             else:
                 # AI SDK shapes: upstream matches toolName; the static "tool-<name>" type is accepted too.
-                name = part.get("toolName")
-                if name not in _CONTEXT_TOOLS and isinstance(kind, str) and kind.startswith("tool-"):
-                    name = kind[5:]
-                if name in _CONTEXT_TOOLS and part.get("state") == "output-available":
-                    data = part.get("input") if isinstance(part.get("input"), Mapping) else {}
+                tool_name = part.get("toolName")
+                if tool_name not in _CONTEXT_TOOLS and isinstance(kind, str) and kind.startswith("tool-"):
+                    tool_name = kind[5:]
+                if tool_name in _CONTEXT_TOOLS and part.get("state") == "output-available":
+                    given = part.get("input")
+                    data = given if isinstance(given, Mapping) else {}
                     output = part.get("output", part.get("result"))
-                    yield _ToolCall(name, data.get("label"), data.get("key"), _result_text(output), m_index, p_index,
-                                    "output" if "output" in part or "result" not in part else "result")
+                    field = "output" if "output" in part or "result" not in part else "result"
+                    yield _ToolCall(tool_name, data.get("label"), data.get("key"), _result_text(output), m_index,
+                                    p_index, field)
 
 
 def _is_loaded_text(call: _ToolCall) -> bool:

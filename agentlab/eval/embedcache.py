@@ -226,9 +226,9 @@ class EmbeddingCache:
             return 0
         try:
             if model_id is None:
-                return int(conn.execute("SELECT count(*) FROM embedding_cache").fetchone()[0])
+                return int(conn.execute("SELECT count(*) FROM embedding_cache").fetchall()[0][0])
             query = "SELECT count(*) FROM embedding_cache WHERE model_id = ?"
-            return int(conn.execute(query, [model_id]).fetchone()[0])
+            return int(conn.execute(query, [model_id]).fetchall()[0][0])
         finally:
             self._release(conn)
 

@@ -51,9 +51,9 @@ def recall_curves(
     names = list(strategies) if strategies is not None else list(dict.fromkeys(rows["strategy"]))
     groups = list(dict.fromkeys(rows["category"])) if by_category and ax is None else ["overall"]
     if ax is None:
-        fig, axes = plt.subplots(1, len(groups), figsize=(3.2 * len(groups) + 0.8, 3.4), sharey=True,
+        fig, grid = plt.subplots(1, len(groups), figsize=(3.2 * len(groups) + 0.8, 3.4), sharey=True,
                                  squeeze=False)
-        axes = list(axes[0])
+        axes = list(grid[0])
     else:
         fig, axes = ax.figure, [ax]
     for panel, group in zip(axes, groups):

@@ -55,7 +55,7 @@ class Embedder(Protocol):
 
 
 def check_embeddings(
-    vectors: Any, n: int, dimension: int, *, positions: Sequence[int] | None = None
+    vectors: Any, n: int, dimension: int, *, positions: Sequence[int] | np.ndarray | None = None
 ) -> np.ndarray:
     """Validate an embedder's output and return it as a C-contiguous float32 array.
 

@@ -222,7 +222,7 @@ class _SearchView:
                 candidates = np.intersect1d(candidates, np.array(nums, dtype=np.int64))
             best = candidates[top_k(candidates, scores[candidates], limit)]
             return [
-                Hit(view.doc_ids[n], float(scores[n]), view.groups[view.group_of.values[n]])  # type: ignore[arg-type]
+                Hit(view.doc_ids[n], float(scores[n]), view.groups[view.group_of.values[n]])
                 for n in best.tolist()
             ]
 

@@ -160,7 +160,7 @@ class VectorStore:
 
     def count(self) -> int:
         """Number of entries in this namespace."""
-        return int(self._one("SELECT count(*) FROM vector_entries WHERE namespace = ?", [self.namespace])[0])
+        return int(self._only("SELECT count(*) FROM vector_entries WHERE namespace = ?", [self.namespace])[0])
 
     def keys(self) -> list[str]:
         """Every key in this namespace, in order of first insertion."""
@@ -204,7 +204,7 @@ class VectorStore:
             if keys is not None:
                 ids = self._ids_for_keys(keys)
                 selector = faiss.IDSelectorBatch(ids)  # kept alive in this frame during the search
-                params = faiss.SearchParameters(sel=selector)
+                params = faiss.SearchParameters(sel=selector)  # type: ignore[call-arg]  # the stubs omit SWIG keywords
                 limit = min(limit, len(ids))
             if limit == 0:
                 return []
@@ -269,6 +269,11 @@ class VectorStore:
         # fetchall, not fetchone: DuckDB 2 refuses register()/sql() while a result is left unread.
         rows = self.store.execute(sql, params).fetchall()
         return rows[0] if rows else None
+
+    def _only(self, sql: str, params: list[Any]) -> tuple:
+        """The one row of a query that always returns exactly one (an aggregate, an UPDATE ... RETURNING)."""
+        rows = self.store.execute(sql, params).fetchall()
+        return tuple(rows[0])
 
     def _arrow(self, sql: str, params: list[Any]) -> Any:
         conn = self.store.conn
@@ -335,7 +340,7 @@ class VectorStore:
         if fresh := {h: v for h, v in fresh.items() if h in needed}:
             self._insert_embeddings(list(fresh), np.stack(list(fresh.values())))
 
-        def columns(keys: list[str]) -> list[list[str | None]]:
+        def columns(keys: list[str]) -> list[list[Any]]:
             return [keys, *([batch[k][i] for k in keys] for i in range(3))]
 
         ids = {k: existing[k][0] for k in moved + touched}
@@ -392,8 +397,8 @@ class VectorStore:
             hashes: Content hash of each id whose vector must be (re-)added.
             fresh: Vectors embedded by this write, by hash; others are read back after the commit.
         """
-        old = self._namespace_row()[2]
-        new = self._one(_BUMP_SQL, [self.namespace])[0]
+        old = self._only(_NAMESPACE_SQL, [self.namespace])[2]
+        new = self._only(_BUMP_SQL, [self.namespace])[0]
         caches, namespace = vector_indexes(self.store), self.namespace
         if namespace not in caches:
             return  # nothing built yet: the first search builds from DuckDB

@@ -76,7 +76,7 @@ def request_from_scope(scope: dict[str, Any], rest: str, body: bytes = b"") -> H
         headers=headers,
         query=query,
         body=body,
-        client=tuple(client) if client else None,  # type: ignore[arg-type]
+        client=tuple(client) if client else None,
     )
 
 

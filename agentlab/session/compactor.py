@@ -220,7 +220,7 @@ def sanitize_tool_pairs(messages: Sequence[Message], *, now: str | datetime | No
     Returns:
         A repaired deep copy.
     """
-    result = copy.deepcopy(list(messages))
+    result: list[dict[str, Any]] = [dict(m) for m in copy.deepcopy(list(messages))]
     surviving: dict[Any, None] = {}
     for msg in result:
         if msg.get("role") == "assistant":
@@ -442,7 +442,7 @@ def create_compact_function(
             count: Callable[[Message], Any] = lambda m: message_counter([m])  # noqa: E731
         elif token_counter is not None:
             session_counter = token_counter
-            count = lambda m: session_counter(messages=[m], system_prompt="", context_blocks=[])  # noqa: E731
+            count = lambda m: session_counter(messages=[dict(m)], system_prompt="", context_blocks=[])  # noqa: E731
         else:
             count = lambda m: estimate_message_tokens([m])  # noqa: E731
         start = align_boundary_forward(messages, protect_head)

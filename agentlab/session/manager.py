@@ -18,6 +18,7 @@ deletes, clears, renames and usage updates of a session with a row bump its ``up
 
 from __future__ import annotations
 
+import builtins
 import math
 import uuid
 from collections.abc import Callable
@@ -183,7 +184,7 @@ class SessionManager:
             return self._update(session_id, "input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, "
                                             "estimated_cost = estimated_cost + ?", [tokens_in, tokens_out, cost])
 
-    def _update(self, session_id: str, assignments: str, params: list[Any]) -> SessionInfo:
+    def _update(self, session_id: str, assignments: str, params: builtins.list[Any]) -> SessionInfo:
         with self.store.lock:
             self.get(session_id)
             with self.store.transaction() as conn:
@@ -191,7 +192,7 @@ class SessionManager:
                              [*params, session_id]).fetchall()
             return self.get(session_id)
 
-    def forks(self, session_id: str) -> list[SessionInfo]:
+    def forks(self, session_id: str) -> builtins.list[SessionInfo]:
         """The forks made from ``session_id``, oldest first."""
         with self.store.lock:
             rows = self.store.execute(
@@ -267,7 +268,8 @@ class SessionManager:
                 self.tree.sessions_changed()
             return self.get(sid)
 
-    def search(self, query: str, *, mode: str = "all", limit: int = 20, role: str | None = None) -> list[SearchHit]:
+    def search(self, query: str, *, mode: str = "all", limit: int = 20,
+               role: str | None = None) -> builtins.list[SearchHit]:
         """Search the messages of every session (upstream: AND of the words, all sessions, limit 20).
 
         Each hit carries its ``session_id``; see :meth:`agentlab.session.Session.search`.

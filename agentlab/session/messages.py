@@ -19,7 +19,7 @@ import json.encoder
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 from agentlab.errors import InvalidMessageError
 
@@ -88,7 +88,7 @@ def _make_encoder() -> Callable[[Any], str]:
     # Same output as json.dumps(..., ensure_ascii=False, separators=(",", ":"), allow_nan=False), but the C
     # encoder is built once instead of per call (about 2x faster on a bulk import). Without circular-reference
     # markers a cycle ends in RecursionError, which prepare_message reports like any other non-JSON value.
-    c_make = json.encoder.c_make_encoder
+    c_make = getattr(json.encoder, "c_make_encoder", None)
     if c_make is None:  # pragma: no cover - CPython always has the C accelerator
         return json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
     encode = c_make(None, _not_json, json.encoder.encode_basestring, None, ":", ",", False, False, False)
@@ -98,7 +98,7 @@ def _make_encoder() -> Callable[[Any], str]:
 _encode = _make_encoder()
 
 
-def _bad_parts(mid: str, value: Any) -> None:
+def _bad_parts(mid: str, value: Any) -> NoReturn:
     raise InvalidMessageError(
         f"Message {mid!r} needs 'parts' as a list of dicts (content blocks such as {{'type': 'text', 'text': ...}}); "
         f"got {type(value).__name__}.")

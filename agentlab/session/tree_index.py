@@ -121,7 +121,7 @@ class TreeIndex:
             if len(self._seq) < len(ids):
                 # The table has no UNIQUE index (m060); only SQL from outside can repeat an id. The first row
                 # wins, as a repeated append is ignored: keep each id's oldest row, drop the later ones.
-                first = {}
+                first: dict[str, int] = {}
                 for i, mid in enumerate(ids):
                     first.setdefault(mid, i)
                 keep = sorted(first.values())

@@ -199,7 +199,7 @@ def truncate_older_messages(
     Returns:
         A deep copy with older messages shrunk; the input is not changed.
     """
-    result = copy.deepcopy(list(messages))
+    result: list[dict[str, Any]] = [dict(m) for m in copy.deepcopy(list(messages))]
     cutoff = len(result) - keep_recent
     for message in result[: max(0, cutoff)]:
         parts = message.get("parts")

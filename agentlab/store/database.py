@@ -132,8 +132,8 @@ class Store:
         # Callbacks for in-memory caches derived from the file (parent maps, postings, FAISS):
         # they run after the outermost COMMIT, or after a ROLLBACK, so a cache never holds a
         # change the file does not have.
-        self._after_commit: list[Callable[[], None]] = []
-        self._after_rollback: list[Callable[[], None]] = []
+        self._after_commit: list[Callable[[], object]] = []
+        self._after_rollback: list[Callable[[], object]] = []
         # Callbacks that drop every derived cache: run after SQL that agentlab did not write itself
         # (agent.sql) may have changed the file, so no cache outlives a change made behind its back.
         self._outside_write: list[Callable[[], None]] = []
@@ -343,7 +343,7 @@ class Store:
             else:
                 self._after_durable_commit()
 
-    def after_commit(self, callback: Callable[[], None]) -> None:
+    def after_commit(self, callback: Callable[[], object]) -> None:
         """Run ``callback`` once the current transaction commits (at once if none is open).
 
         Used to update in-memory caches only with changes that reached the file.
@@ -354,7 +354,7 @@ class Store:
                 return
         callback()
 
-    def after_rollback(self, callback: Callable[[], None]) -> None:
+    def after_rollback(self, callback: Callable[[], object]) -> None:
         """Run ``callback`` if the current transaction rolls back (never if none is open).
 
         Used to drop caches that were updated optimistically inside the transaction.
@@ -374,7 +374,7 @@ class Store:
                 obj = self._derived[key] = make()
                 if reset is not None:
                     self._outside_write.append(lambda: reset(obj))
-            return self._derived[key]  # type: ignore[no-any-return]
+            return self._derived[key]
 
     def on_outside_write(self, callback: Callable[[], None]) -> None:
         """Register ``callback`` to drop a derived cache whenever :meth:`note_outside_write` is called."""

@@ -124,9 +124,9 @@ def open_reason(path: str, text: str) -> str:
 
 def _check_ownership(conn: duckdb.DuckDBPyConnection, path: str) -> bool:
     """Whether the file already carries agentlab's schema table; refuse another application's DuckDB file."""
-    if conn.execute(_HAS_MIGRATIONS).fetchone()[0]:
+    if conn.execute(_HAS_MIGRATIONS).fetchall()[0][0]:
         return True
-    if conn.execute(_OBJECTS).fetchone()[0]:
+    if conn.execute(_OBJECTS).fetchall()[0][0]:
         raise AgentFileError(
             path, "it is a DuckDB database of another application (it has tables but no agentlab schema)"
         )

@@ -62,11 +62,11 @@ class BranchTree(RequestWidget):
     _css = STATIC / "branch_tree.css"
     _requests = ("select", "path", "expand", "message")
 
-    segments = t.List()  # not synced: it travels as segments_json
+    segments: t.List[Any] = t.List()  # not synced: it travels as segments_json
     # JSON text, not a nested trait: ipywidgets walks nested values looking for binary buffers, which
     # costs more than the whole rebuild for a 10,000-row plan; a string is passed through as is.
     segments_json = t.Unicode("[]").tag(sync=True)
-    compactions = t.List().tag(sync=True)
+    compactions: t.List[Any] = t.List().tag(sync=True)
     marks = t.Dict().tag(sync=True)
     current_leaf = t.Unicode(None, allow_none=True).tag(sync=True)
     selected_id = t.Unicode(None, allow_none=True).tag(sync=True)

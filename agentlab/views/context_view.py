@@ -94,7 +94,7 @@ class ContextView(RequestWidget):
     _css = STATIC / "context_view.css"
     _requests = ("reload", "refresh_prompt", "prompt", "block")
 
-    blocks = t.List().tag(sync=True)
+    blocks: t.List[Any] = t.List().tag(sync=True)
     frozen = t.Bool(False).tag(sync=True)
     summary = t.Dict().tag(sync=True)
 
