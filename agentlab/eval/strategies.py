@@ -47,6 +47,10 @@ class Recency(BaseStrategy):
 
     name = "recency"
 
+    def scores(self, query: str) -> np.ndarray:
+        """The unit's position: the newest scores highest."""
+        return np.arange(len(self.units), dtype=np.float64)
+
     def order(self, query: str) -> np.ndarray:
         """Unit positions, newest first."""
         return np.arange(len(self.units) - 1, -1, -1)

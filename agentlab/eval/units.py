@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -160,7 +160,7 @@ class BaseStrategy:
     """
 
     name = "strategy"
-    tuned_on: ClassVar[dict[str, frozenset[str] | None]] = {}
+    tuned_on: dict[str, frozenset[str] | None]
 
     def __init__(self, *, unit: str = "turn", key: str | Callable[[DialogueTurn], str] = "text", window: int = 1,
                  name: str | None = None, query_rewrite: str | Rewrite | None = None) -> None:
@@ -171,6 +171,7 @@ class BaseStrategy:
         self._rewrite = resolve_rewrite(query_rewrite)
         self.units: list[Unit] = []
         self.speakers: list[str] = []
+        self.tuned_on = {}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, units={self.describe()!r})"
