@@ -130,9 +130,27 @@ class TestCrossFitting:
             assert set(fold_rows["conversation_id"]) == set(entry["conversations"])
 
     def test_without_folds_the_learning_is_in_sample_and_marked(self, bundled):
-        results = quiet(bundled, [RecordingHybrid(name="learnt")])
+        results = quiet(bundled, [RecordingHybrid(name="learnt")], folds=None)
         assert set(results.per_question["tuning"]) == {"in-sample"}
         assert "learnt on training questions" in results.methodology["learnt"]
+
+
+    def test_by_default_learning_is_cross_fitted_and_one_conversation_learns_nothing(self, bundled):
+        strategy = RecordingHybrid(name="learnt")
+        results = quiet(bundled, [strategy])  # folds="auto": one fold per conversation here (3 < 5)
+        assert set(results.per_question["tuning"]) == {"cross-validated"} and len(strategy.seen) == 3
+        alone = Dataset("one", bundled.conversations[:1], bundled.category_names)
+        single = RecordingHybrid(name="learnt")
+        rows = quiet(alone, [single]).per_question
+        assert single.seen == [] and set(rows["tuning"]) == {"fixed"} and single.weights == [1.0, 1.0]
+
+    def test_a_dev_conversation_stays_in_sample_even_when_weights_are_cross_fitted(self, bundled):
+        locomo_named = Dataset("locomo", bundled.conversations, bundled.category_names)
+        strategy = RecordingHybrid(name="learnt")
+        strategy.tuned_on = {"locomo": frozenset({"mini-1"})}
+        rows = quiet(locomo_named, [strategy], folds=3).per_question
+        marks = rows.groupby("conversation_id")["tuning"].first().to_dict()
+        assert marks == {"mini-1": "in-sample", "mini-2": "cross-validated", "mini-3": "cross-validated"}
 
 
 class Oracle(BaseStrategy):

@@ -202,11 +202,12 @@ class TestTheDefaultStrategy:
         prior = strategy.inner
         fusion = prior.inner
         assert (strategy.name, strategy.penalty, strategy.when, prior.weight) == ("default", 0.2, "list", 0.25)
-        assert fusion.method == "minmax" and fusion.weights == [1.0, 1.0] and not fusion.learnable
+        assert fusion.method == "minmax" and fusion.weights == [1.0, 1.0] and fusion.learnable and strategy.learnable
+        assert Default(embedder=HashEmbedder(32), weights=(1, 1)).inner.inner.learnable is False
         assert strategy.describe() == "window2/date q:drop-speakers + turn/speaker q:drop-speakers"
         assert fusion.parts[0].stopwords == STOP_WORDS
         assert "conv-26" in strategy.tuned_on["locomo"] and "conv-50" not in strategy.tuned_on["locomo"]
-        assert "chosen on LoCoMo conv-26" in strategy.methodology
+        assert "chosen on LoCoMo conv-26" in strategy.methodology and "cross-validation" in strategy.methodology
 
     def test_unit_options_reach_both_parts(self):
         strategy = Default(embedder=HashEmbedder(32), unit="turn", key="text", query_rewrite=None)
@@ -235,6 +236,20 @@ class TestLearntWeights:
         chosen = hybrid.learn([(c, c.questions) for c in bundled.conversations])
         assert chosen[0] > chosen[1] and sum(chosen) == pytest.approx(1.0)
         assert hybrid.weights == chosen
+
+    def test_a_weighting_that_is_not_clearly_better_leaves_equal_weights(self, bundled):
+        # Two near-identical parts: some weighting wins on the training questions only by chance.
+        near = Hybrid([BM25(stopwords=STOP_WORDS), BM25(stopwords=STOP_WORDS, key="speaker")], method="minmax",
+                      weights="learn")
+        greedy = Hybrid([BM25(stopwords=STOP_WORDS), BM25(stopwords=STOP_WORDS, key="speaker")], method="minmax",
+                        weights="learn", learn_alpha=None)
+        examples = [(c, c.questions) for c in bundled.conversations]
+        assert near.learn(examples) == [0.5, 0.5]
+        chosen = greedy.learn(examples)
+        assert chosen != [0.5, 0.5]  # without the test, training noise picks another weighting
+        values = [greedy._values([d for c, qs in examples for d in greedy._learning_data(c, qs)], w).mean()
+                  for w in ([0.5, 0.5], chosen)]
+        assert values[1] >= values[0]  # the greedy choice is the best on the training questions
 
     def test_fixed_weights_do_not_learn(self, bundled):
         hybrid = Hybrid([BM25(), BM25()], weights=[1, 2])

@@ -61,6 +61,8 @@ class Hybrid(BaseStrategy):
         method: ``"rrf"``, ``"minmax"`` or ``"zscore"``.
         depth: for RRF, how many of each part's first units take part (``None``: all).
         learn_metric: what :meth:`learn` maximises (``recall@k`` for some k, or ``mrr``).
+        learn_alpha: the significance a learnt weighting needs to replace equal weights (``None``: always take
+            the best on the training questions).
         **options: unit options and ``query_rewrite``. With default parts, any given here replace the tuned ones
             in both parts; with your own parts, a ``query_rewrite`` here is applied before theirs.
     """
@@ -69,7 +71,7 @@ class Hybrid(BaseStrategy):
 
     def __init__(self, parts: Sequence[Any] | None = None, *, k: float = 10.0,
                  weights: Sequence[float] | str | None = None, method: str = "rrf", depth: int | None = None,
-                 learn_metric: str = "recall@10", **options: Any) -> None:
+                 learn_metric: str = "recall@10", learn_alpha: float | None = 0.05, **options: Any) -> None:
         super().__init__(**options)
         if parts is None:
             unit_options = {n: options[n] for n in _UNIT_OPTIONS if n in options}
@@ -100,6 +102,7 @@ class Hybrid(BaseStrategy):
         if not (learn_metric == "mrr" or learn_metric.startswith("recall@")):
             raise ValueError(f"learn_metric must be 'recall@k' or 'mrr', not {learn_metric!r}.")
         self.k, self.method, self.depth, self.learn_metric = k, method, depth, learn_metric
+        self.learn_alpha = learn_alpha
         self._learning: dict[str, tuple[list[np.ndarray], np.ndarray, int]] = {}
 
     # --- fitting -------------------------------------------------------------------------------
@@ -184,6 +187,10 @@ class Hybrid(BaseStrategy):
     def learn(self, examples: Sequence[tuple[Conversation, Sequence[Question]]]) -> list[float]:
         """Choose the weights that maximise ``learn_metric`` on these questions (only with ``weights="learn"``).
 
+        Every weighting of :func:`weight_grid` is scored on the questions; the best replaces equal weights only
+        when a paired randomisation test finds it better at ``learn_alpha`` (a few training questions would
+        otherwise pick a weighting by chance).
+
         Args:
             examples: ``(conversation, its training questions)`` pairs.
 
@@ -192,15 +199,22 @@ class Hybrid(BaseStrategy):
         """
         if not self.learnable:
             return self.weights
-        data = [self._learning_data(conversation, questions) for conversation, questions in examples]
-        if not any(data):
+        data = [item for conversation, questions in examples for item in self._learning_data(conversation, questions)]
+        grid = weight_grid(len(self.parts))
+        equal = list(grid[0])
+        if not data:
+            self.weights = equal
             return self.weights
-        best, best_value = self.weights, -1.0
-        for weights in weight_grid(len(self.parts)):
-            value = self._value(data, weights)
-            if value > best_value + 1e-12:
-                best, best_value = list(weights), value
-        self.weights = [float(w) for w in best]
+        values = [self._values(data, weights) for weights in grid]
+        best = max(range(len(grid)), key=lambda i: (values[i].mean() - 1e-12 * i))
+        chosen = equal
+        if best != 0:
+            from agentlab.eval.significance import randomization_test
+
+            if self.learn_alpha is None or randomization_test(values[best], values[0], n_resamples=2000,
+                                                              seed=0) < self.learn_alpha:
+                chosen = list(grid[best])
+        self.weights = [float(w) for w in chosen]
         return self.weights
 
     def _learning_data(self, conversation: Conversation, questions: Sequence[Question]
@@ -221,22 +235,19 @@ class Hybrid(BaseStrategy):
                 out.append(self._learning[key])
         return out
 
-    def _value(self, data: list[list[tuple[list[np.ndarray], np.ndarray, int]]], weights: Sequence[float]) -> float:
-        cut = None if self.learn_metric == "mrr" else int(self.learn_metric.split("@")[1])
-        total, count = 0.0, 0
-        for items in data:
-            for parts, evidence, n in items:
-                if self.method == "rrf":
-                    from agentlab.search.fusion import rrf_positions
+    def _values(self, data: list[tuple[list[np.ndarray], np.ndarray, int]], weights: Sequence[float]) -> np.ndarray:
+        """``learn_metric`` of each training question under these weights."""
+        from agentlab.search.fusion import rrf_positions
 
-                    fused = rrf_positions(n, parts, k=self.k, weights=weights)
-                else:
-                    fused = fuse(parts, method=self.method, weights=weights)
-                order = _by_score(fused)
-                if cut is None:
-                    hits = np.flatnonzero(np.isin(order, evidence))
-                    total += 1.0 / (hits[0] + 1) if len(hits) else 0.0
-                else:
-                    total += float(np.isin(evidence, order[:cut]).mean())
-                count += 1
-        return total / count if count else 0.0
+        cut = None if self.learn_metric == "mrr" else int(self.learn_metric.split("@")[1])
+        out = np.zeros(len(data))
+        for row, (parts, evidence, n) in enumerate(data):
+            fused = (rrf_positions(n, parts, k=self.k, weights=weights) if self.method == "rrf"
+                     else fuse(parts, method=self.method, weights=weights))
+            order = _by_score(fused)
+            if cut is None:
+                hits = np.flatnonzero(np.isin(order, evidence))
+                out[row] = 1.0 / (hits[0] + 1) if len(hits) else 0.0
+            else:
+                out[row] = float(np.isin(evidence, order[:cut]).mean())
+        return out

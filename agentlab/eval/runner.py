@@ -215,7 +215,9 @@ def _score(strategy: Any, questions: Selection, ks: tuple[int, ...], empty_evide
         if hasattr(strategy, "prepare_conversation"):
             strategy.prepare_conversation(conversation, [q.question for q in asked])
         level, described = _describe(strategy, units)
-        marked = tuning or _tuning(strategy, dataset_name, cid)
+        marked = _tuning(strategy, dataset_name, cid)  # chosen on this conversation's questions: in-sample
+        if tuning is not None and marked != "in-sample":
+            marked = tuning
         owner = {t: u.id for u in units for t in getattr(u, "turn_ids", (u.id,))}
         for question in asked:
             ranking = list(strategy.rank(question.question, len(units)))
@@ -278,7 +280,7 @@ def run(
     categories: Iterable[int | str] | None = None,
     question_ids: Iterable[str] | None = None,
     limit: int | None = None,
-    folds: int | None = None,
+    folds: int | str | None = "auto",
     cache: Any = "default",
     progress: bool = True,
     empty_evidence: str = "drop",
@@ -296,9 +298,11 @@ def run(
         categories: score only these categories, by id or name (LoCoMo's reference uses ``(1, 2, 3, 4)``).
         question_ids: score only these questions.
         limit: score at most this many questions (the first, in dataset order, after the other filters).
-        folds: cross-fit strategies that learn (``Hybrid(weights="learn")``): their parameters for each fold's
-            conversations are learnt on the other folds' questions. Without ``folds`` they learn on every scored
-            question, and their rows are marked in-sample.
+        folds: how strategies that learn (``Hybrid(weights="learn")``, the ``default`` strategy) are cross-fitted:
+            their parameters for each fold's conversations are learnt on the other folds' questions. ``"auto"``:
+            5 folds, or one per conversation when there are fewer (with one conversation nothing is learnt);
+            a number: that many folds; ``None``: they learn on every scored question, and their rows are marked
+            in-sample.
         cache: where embeddings are cached: ``"default"`` (``$AGENTLAB_HOME/cache/embeddings.duckdb``),
             a file path, an :class:`~agentlab.eval.embedcache.EmbeddingCache`, or ``None`` (memory only).
         progress: show a ``tqdm.auto`` progress bar over questions x strategies (it names the strategy and
@@ -342,10 +346,14 @@ def run(
     rows: list[dict[str, Any]] = []
     seconds: dict[str, float] = {}
     log: list[dict[str, Any]] = []
-    fold_ids = conversation_folds(list(questions), folds, seed=seed) if folds else None
+    learning = any(getattr(s, "learnable", False) for s in chosen)
+    if folds == "auto":
+        folds = min(5, len(questions)) if len(questions) >= 2 else 0
+    fold_ids = conversation_folds(list(questions), int(folds), seed=seed) if folds and learning else None
+    keep_fixed = folds == 0  # one conversation: learning strategies keep their initial weights
     try:
         for strategy in chosen:
-            if getattr(strategy, "learnable", False):
+            if getattr(strategy, "learnable", False) and not keep_fixed:
                 _prepare(strategy, shared, queries)
                 if fold_ids is None:
                     started = time.perf_counter()
