@@ -128,13 +128,18 @@ def lodo(data: Path, cache: Any, folder: Path) -> None:
         probe = Default()
         run(dataset, {"probe": probe}, (5, 10), categories=categories, cache=cache, progress=False, folds=None)
         learnt[name] = probe.inner.inner.weights
+        print(f"{name}: weights learnt on all its questions {learnt[name]}", flush=True)
     print(f"weights (bm25, dense) each dataset would choose on all its questions: {learnt}")
     print(f"{'held out':<12} {'strategy':<34} {'R@5':>6} {'R@10':>6}")
     for name, (dataset, categories) in datasets.items():
         others = [n for n in datasets if n != name]
         probe = Default()
+        probe.use_cache(cache)
+        started = time.perf_counter()
         probe.inner.inner.learn([(c, qs) for n in others
                                  for c, qs in _selection(*datasets[n]).values()])
+        print(f"{name:<12} weights learnt on {'+'.join(others)}: {probe.inner.inner.weights} "
+              f"({time.perf_counter() - started:.0f} s)", flush=True)
         strategies = {"default (learnt in the run)": Default(),
                       "default (equal weights)": Default(weights=(1.0, 1.0)),
                       f"default (weights of {'+'.join(others)})": Default(weights=probe.inner.inner.weights),

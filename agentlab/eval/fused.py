@@ -12,6 +12,7 @@ equal weights first).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -199,7 +200,11 @@ class Hybrid(BaseStrategy):
         """
         if not self.learnable:
             return self.weights
-        data = [item for conversation, questions in examples for item in self._learning_data(conversation, questions)]
+        with contextlib.ExitStack() as stack:  # the embedding cache file stays open while every conversation is read
+            for cache in {id(c): c for c in (getattr(p, "cache", None) for p in self.parts) if c is not None}.values():
+                stack.enter_context(cache.hold())
+            data = [item for conversation, questions in examples
+                    for item in self._learning_data(conversation, questions)]
         grid = weight_grid(len(self.parts))
         equal = list(grid[0])
         if not data:
