@@ -334,47 +334,51 @@ def run(
         bar = tqdm(total=len(queries) * len(chosen), desc="Evaluating", unit="question")
         shared.progress = True
 
+    remote = None if executor == "local" else _executor(executor)  # one executor (and its workers) per run
+
     def evaluate(batch: list[Any], part: Selection, tuning: str | None) -> tuple[list[dict[str, Any]], Any]:
         part_queries = [q.question for _, asked in part.values() for q in asked]
-        if executor == "local":
+        if remote is None:
             return _evaluate_here(batch, part, part_queries, ks, empty_evidence, shared, bar, dataset.name, tuning)
         score = partial(_score, ks=ks, empty_evidence=empty_evidence, bar=None, dataset_name=dataset.name,
                         tuning=tuning)
-        return _executor(executor).evaluate(batch, part, part_queries, prepare=_prepare, score=score, cache=shared,
-                                            progress=progress)
+        return remote.evaluate(batch, part, part_queries, prepare=_prepare, score=score, cache=shared,
+                               progress=progress)
 
-    rows: list[dict[str, Any]] = []
+    by_strategy: dict[str, list[dict[str, Any]]] = {}
     seconds: dict[str, float] = {}
     log: list[dict[str, Any]] = []
-    learning = any(getattr(s, "learnable", False) for s in chosen)
     if folds == "auto":
         folds = min(5, len(questions)) if len(questions) >= 2 else 0
-    fold_ids = conversation_folds(list(questions), int(folds), seed=seed) if folds and learning else None
     keep_fixed = folds == 0  # one conversation: learning strategies keep their initial weights
+    learners = [s for s in chosen if getattr(s, "learnable", False) and not keep_fixed]
+    fixed = [s for s in chosen if s not in learners]
+    fold_ids = conversation_folds(list(questions), int(folds), seed=seed) if folds and learners else None
     try:
-        for strategy in chosen:
-            if getattr(strategy, "learnable", False) and not keep_fixed:
-                _prepare(strategy, shared, queries)
-                if fold_ids is None:
-                    started = time.perf_counter()
-                    learnt = strategy.learn(list(questions.values()))
-                    log.append({"strategy": strategy.name, "fold": None, "conversations": list(questions),
-                                "chosen": list(learnt) if isinstance(learnt, (list, tuple)) else learnt})
-                    part_rows, part_seconds = evaluate([strategy], questions, "in-sample")
-                    rows += part_rows
-                    seconds[strategy.name] = part_seconds[strategy.name] + time.perf_counter() - started
-                else:
-                    part_rows, spent = _cross_fit(strategy, questions, fold_ids, evaluate, log)
-                    rows += part_rows
-                    seconds[strategy.name] = spent
+        if fixed:  # in one batch, as the executors expect (one set of workers for all of them)
+            fixed_rows, fixed_seconds = evaluate(fixed, questions, None)
+            for row in fixed_rows:
+                by_strategy.setdefault(row["strategy"], []).append(row)
+            seconds.update(fixed_seconds)
+        for strategy in learners:
+            _prepare(strategy, shared, queries)
+            if fold_ids is None:
+                started = time.perf_counter()
+                learnt = strategy.learn(list(questions.values()))
+                log.append({"strategy": strategy.name, "fold": None, "conversations": list(questions),
+                            "chosen": list(learnt) if isinstance(learnt, (list, tuple)) else learnt})
+                part_rows, part_seconds = evaluate([strategy], questions, "in-sample")
+                by_strategy[strategy.name] = part_rows
+                seconds[strategy.name] = part_seconds[strategy.name] + time.perf_counter() - started
             else:
-                part_rows, part_seconds = evaluate([strategy], questions, None)
-                rows += part_rows
-                seconds.update(part_seconds)
+                by_strategy[strategy.name], seconds[strategy.name] = _cross_fit(strategy, questions, fold_ids,
+                                                                                evaluate, log)
     finally:
         shared.progress = False
         if bar is not None:
             bar.close()
+    rows = [row for strategy in chosen for row in by_strategy.get(strategy.name, [])]
+    seconds = {s.name: seconds[s.name] for s in chosen if s.name in seconds}
     return Results.from_rows(rows, ks, seconds=seconds, n_boot=n_boot, seed=seed, dataset=dataset.name,
                              category_names=dict(dataset.category_names), tuning_log=log,
                              methodology=_methodology(chosen))

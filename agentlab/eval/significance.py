@@ -24,8 +24,10 @@ import numpy as np
 
 __all__ = ["holm", "paired_bootstrap", "randomization_test"]
 
+Scores = Sequence[float] | np.ndarray
 
-def _differences(a: Sequence[float], b: Sequence[float]) -> np.ndarray:
+
+def _differences(a: Scores, b: Scores) -> np.ndarray:
     x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     if x.shape != y.shape or x.ndim != 1:
         raise ValueError(f"Paired scores need two vectors of one length, not {x.shape} and {y.shape}.")
@@ -34,7 +36,7 @@ def _differences(a: Sequence[float], b: Sequence[float]) -> np.ndarray:
     return x - y
 
 
-def randomization_test(a: Sequence[float], b: Sequence[float], *, n_resamples: int = 10_000, seed: int = 0,
+def randomization_test(a: Scores, b: Scores, *, n_resamples: int = 10_000, seed: int = 0,
                        batch: int = 1000) -> float:
     """Two-sided p-value of the paired randomisation test of ``mean(a - b) == 0``.
 
@@ -57,7 +59,7 @@ def randomization_test(a: Sequence[float], b: Sequence[float], *, n_resamples: i
     return (extreme + 1) / (n_resamples + 1)
 
 
-def paired_bootstrap(a: Sequence[float], b: Sequence[float], *, n_resamples: int = 10_000, seed: int = 0,
+def paired_bootstrap(a: Scores, b: Scores, *, n_resamples: int = 10_000, seed: int = 0,
                      confidence: float = 0.95) -> tuple[float, float]:
     """Percentile bootstrap interval of ``mean(a - b)``, resampling questions with replacement."""
     if not 0 < confidence < 1:
