@@ -60,14 +60,16 @@ def randomization_test(a: Scores, b: Scores, *, n_resamples: int = 10_000, seed:
 
 
 def paired_bootstrap(a: Scores, b: Scores, *, n_resamples: int = 10_000, seed: int = 0,
-                     confidence: float = 0.95) -> tuple[float, float]:
+                     confidence: float = 0.95, batch: int = 1000) -> tuple[float, float]:
     """Percentile bootstrap interval of ``mean(a - b)``, resampling questions with replacement."""
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be between 0 and 1, not {confidence!r}.")
     d = _differences(a, b)
     rng = np.random.default_rng(seed)
-    counts = rng.multinomial(len(d), np.full(len(d), 1.0 / len(d)), size=n_resamples)
-    means = counts @ d / len(d)
+    means = np.empty(n_resamples)
+    for start in range(0, n_resamples, batch):  # resampled indices in batches: memory stays batch x n
+        size = min(batch, n_resamples - start)
+        means[start:start + size] = d[rng.integers(0, len(d), size=(size, len(d)))].mean(axis=1)
     tail = (1 - confidence) / 2 * 100
     low, high = np.percentile(means, [tail, 100 - tail])
     return float(low), float(high)
