@@ -42,6 +42,10 @@ class AgentClosedError(AgentlabError):
     """The agent was closed; get a fresh one with get_agent()."""
 
 
+class AgentDestroyedError(AgentClosedError):
+    """The agent was destroyed (its data and file deleted); get_agent() would create a new, empty one."""
+
+
 class ReadOnlyAgentError(AgentlabError):
     """A write was attempted on an agent opened with read_only=True."""
 
@@ -191,6 +195,30 @@ class ForkedHistoryError(SessionError):
     """A message is shared with a fork (forks share rows, never copy them), so it cannot change."""
 
 
+class ConversationFormatError(SessionError, ValueError):
+    """A conversation to import (OpenAI or Anthropic messages) is not in the expected shape; nothing was stored."""
+
+
+class SessionWarning(UserWarning):
+    """A session call that upstream accepts silently did what upstream does, but probably not what was meant."""
+
+
+class UnknownRoleWarning(SessionWarning):
+    """A message role other than user, assistant, system or tool (often a typo); it was stored as given."""
+
+
+class DuplicateMessageWarning(SessionWarning):
+    """An append reused a stored id with different content; the stored message was kept (the first wins)."""
+
+
+class UnknownLeafWarning(SessionWarning):
+    """A history read named a leaf id this session does not store, so it returned []."""
+
+
+class RowSizeWarning(SessionWarning):
+    """A message over the row size limit was stored with its tool outputs (then texts) truncated."""
+
+
 # --- context --------------------------------------------------------------------------------------
 
 
@@ -226,6 +254,10 @@ class ChatError(AgentlabError):
 
 class NoApiKeyError(ChatError):
     """No Anthropic API key is configured."""
+
+
+class InvalidClientError(ChatError, TypeError):
+    """use_client() was given something that is not an Anthropic client (an API key string, for instance)."""
 
 
 class ModelAPIError(ChatError):

@@ -14,6 +14,7 @@ from agentlab import get_agent
 from agentlab.chat.agent import ChatAgent, Tool
 from agentlab.errors import (
     InvalidArgumentError,
+    InvalidClientError,
     InvalidModelRequestError,
     ModelConnectionError,
     ModelOverloadedError,
@@ -476,6 +477,43 @@ class TestSettingsAndClients:
         with pytest.raises(ModelConnectionError) as caught:
             agent.ask("hello")
         assert "sk-ant-test-secret" not in str(caught.value) and "sk-ant-test-secret" not in repr(agent.settings)
+
+
+class TestClientsThatAreNotClients:
+    @pytest.mark.parametrize("client", ["sk-ant-api03-secret", 42, object()])
+    def test_use_client_refuses_at_once_and_keeps_the_old_client(self, client):
+        mock = ScriptedClaude(reply(text("still here")))
+        agent = make_agent(mock, "clients")
+        with pytest.raises(InvalidClientError, match="use_client") as caught:
+            agent.use_client(client)
+        with pytest.raises(InvalidClientError):
+            agent.client = client
+        if isinstance(client, str):
+            assert "configure(api_key=...)" in str(caught.value) and client not in str(caught.value)
+        assert agent.ask("hello").text == "still here"
+
+
+class TestARetriedMemoryWrite:
+    def test_the_same_text_is_not_stored_twice_and_the_result_says_so(self):
+        write = tool_use("set_context", {"label": "memory", "content": "I take my coffee black.", "action": "append"})
+        mock = ScriptedClaude(reply(write), reply(text("Noted.")), reply(write), reply(text("Noted again.")))
+        agent = make_agent(mock, "retry-memory")
+        turn = agent.ask("Remember that I take my coffee black.")
+        again = agent.retry(turn.start_id)
+        assert agent.session.get_context_block("memory").content == "I take my coffee black."
+        assert turn.tool_calls[0].output.startswith("Written to memory.")
+        assert again.tool_calls[0].output.startswith("Unchanged: memory already holds this text")
+        assert not again.tool_calls[0].is_error
+
+    def test_new_text_and_a_replace_still_write(self):
+        session = get_agent(MemoryAgent, "writes").session
+        run = session.run_tool
+        assert run("set_context", {"label": "memory", "content": "a\nb", "action": "append"}).startswith("Written")
+        assert run("set_context", {"label": "memory", "content": "b", "action": "append"}).startswith("Unchanged")
+        assert run("set_context", {"label": "memory", "content": "\na\nb\n", "action": "append"}).startswith("Unchanged")
+        assert run("set_context", {"label": "memory", "content": "a b", "action": "append"}).startswith("Written")
+        assert run("set_context", {"label": "memory", "content": "b"}).startswith("Written")  # replace: as upstream
+        assert session.get_context_block("memory").content == "b"
 
 
 class TestSettingValues:

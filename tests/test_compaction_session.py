@@ -6,7 +6,7 @@ import pytest
 
 from agentlab.agent.agent import Agent, get_agent
 from agentlab.session.compactor import create_compact_function
-from agentlab.errors import CompactionError, InvalidArgumentError
+from agentlab.errors import CompactionError, DuplicateMessageWarning, InvalidArgumentError
 from agentlab.session.session import Session
 from helpers import msg, texts
 
@@ -199,7 +199,8 @@ class TestAutomaticTrigger:
         fn = fixed("m0", "m0")
         session.append_message(msg("m0", "word " * 100))
         session.on_compaction(fn).compact_after(10)
-        session.append_message(msg("m0"))
+        with pytest.warns(DuplicateMessageWarning):
+            session.append_message(msg("m0"))
         session.update_message(msg("m0", "word " * 200))
         assert fn.calls == []
 

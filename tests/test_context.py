@@ -338,6 +338,46 @@ class TestRenderingTags:  # spec 16 case 17
         assert session.freeze_system_prompt() == expected
 
 
+class TestASkillBlockAddedLaterRestoresLoadedSkills:
+    """Upstream rescans the history when addContext adds a skill block; so does every path that adds one here."""
+
+    @pytest.fixture
+    def session(self, agent):
+        AgentSkillProvider(agent, "skills").set("pirate", "Say Arr.", "Talk like a pirate")
+        session = Session.create(agent, "late").with_context("memory")
+        session.append_messages([msg("u1", "talk like a pirate"), load_call("a1", "c1", "pirate"),
+                                 tool_result("u2", "c1", "Say Arr."), load_call("a2", "c2", "x", label="other"),
+                                 tool_result("u3", "c2", "Other text.")])
+        return session
+
+    ADD_PATHS = {
+        "add_context": lambda s, p: s.add_context("skills", p),
+        "with_context": lambda s, p: s.with_context("skills", p),
+        "the blocks' add_context": lambda s, p: s.context.add_context("skills", p),
+    }
+
+    @pytest.mark.parametrize("blocks_exist", [True, False], ids=["after first use", "before first use"])
+    @pytest.mark.parametrize("path", list(ADD_PATHS))
+    def test_the_skill_counts_as_loaded(self, agent, session, path, blocks_exist):
+        if blocks_exist:
+            session.freeze_system_prompt()  # the blocks exist, with no skill block: nothing was scanned
+        self.ADD_PATHS[path](session, AgentSkillProvider(agent, "skills"))
+        assert session.context.loaded_skills == ["skills:pirate"]  # not "other:x": that block is not here
+        assert "already loaded" in session.run_tool("load_context", {"label": "skills", "key": "pirate"})
+        assert session.run_tool("unload_context", {"label": "skills", "key": "pirate"}).startswith("Unloaded")
+        assert session.get_message("u2")["parts"][0]["content"] == "[skill unloaded: pirate]"
+
+    @pytest.mark.parametrize("unload_first", [False, True])
+    def test_each_added_block_adds_only_its_own_skills(self, agent, session, unload_first):
+        AgentSkillProvider(agent, "other").set("x", "Other text.")
+        session.add_context("other", AgentSkillProvider(agent, "other"))
+        assert session.context.loaded_skills == ["other:x"]
+        if unload_first:
+            session.run_tool("unload_context", {"label": "other", "key": "x"})
+        session.add_context("skills", AgentSkillProvider(agent, "skills"))
+        assert session.context.loaded_skills == (["skills:pirate"] if unload_first else ["other:x", "skills:pirate"])
+
+
 class TestSkillsAcrossTheConversation:  # spec 16 case 18 and the unload improvement
     @pytest.fixture
     def session(self, agent):

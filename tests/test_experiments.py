@@ -194,6 +194,17 @@ class TestReplay:
         assert (late.asked_after, late.evidence_total, late.evidence_unseen) == ("t39", 2, 0)
         assert early.prompt_tokens < late.prompt_tokens and early.history_messages == 10
 
+    @pytest.mark.parametrize(("options", "message"), [
+        ({"conversations": 0}, "conversations must be a whole number of 1 or more"),
+        ({"conversations": -2}, "conversations must be a whole number of 1 or more"),
+        ({"conversations": ["nope"]}, "No conversation with the ids"),
+        ({"categories": [9]}, "No question of the categories [9]"),
+    ])
+    def test_a_selection_that_leaves_nothing_to_replay_is_a_typed_error(self, bundled, options, message):
+        with pytest.raises(InvalidArgumentError) as caught:
+            ex.replay(bundled, ["none"], progress=False, **options)
+        assert message in str(caught.value)
+
     def test_an_unknown_asked_after_turn_is_a_typed_error(self):
         questions = [{"conversation_id": "c", "question": "?", "asked_after": "t999"}]
         with pytest.raises(ExperimentError, match="not a turn of conversation 'c'"):
@@ -313,6 +324,34 @@ class TestCommandLine:
         code, out = self.run(*argv, "--no-progress", capsys=capsys)
         assert code == 2
         assert message in out.err and out.err.count("\n") == 1 and out.err.startswith("agentlab experiment: ")
+
+    @pytest.mark.parametrize("argv, message", [
+        (["--out", "{file}/rows.parquet"], "cannot write --out"),
+        (["--qa", "--dry-run", "--qa-out", "{file}/qa.parquet"], "cannot write --qa-out"),
+        (["--qa", "--dry-run", "--budget", "-1"], "--budget must be a number of dollars of 0 or more"),
+        (["--qa", "--dry-run", "--budget", "nan"], "--budget must be a number of dollars of 0 or more"),
+    ])
+    def test_bad_outputs_and_budgets_are_refused_before_the_replay(self, argv, message, tmp_path, capsys,
+                                                                   monkeypatch):
+        import agentlab.experiments.replaying as replaying
+
+        def must_not_run(*args, **kwargs):
+            raise AssertionError("the replay ran before the arguments were checked")
+
+        monkeypatch.setattr(replaying, "replay", must_not_run)
+        (tmp_path / "file").write_text("a file, not a folder")
+        argv = [a.replace("{file}", str(tmp_path / "file")) for a in argv]
+        code, out = self.run("bundled", "--policies", "none", "--no-progress", "--qa-cache", "none", *argv,
+                             capsys=capsys)
+        assert code == 2
+        assert message in out.err and out.err.count("\n") == 1 and out.err.startswith("agentlab experiment: ")
+
+    def test_a_root_that_cannot_be_a_folder_is_one_line(self, tmp_path, capsys):
+        (tmp_path / "file").write_text("a file, not a folder")
+        code, out = self.run("bundled", "--policies", "none", "--no-progress", "--root", str(tmp_path / "file"),
+                             capsys=capsys)
+        assert code == 2
+        assert "agentlab experiment: " in out.err and out.err.count("\n") == 1
 
     def test_a_dry_run_prints_the_cost_estimate_without_a_key(self, capsys, monkeypatch):
         monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)

@@ -233,3 +233,40 @@ class TestUsageArguments:
         with pytest.raises(InvalidArgumentError, match=field):
             manager.create("s", **{field: "claude-\ud800"})
         assert store.scalar("SELECT count(*) FROM sessions") == 0
+
+
+class TestTheSessionSearchTool:
+    """Upstream's SessionManager.tools(): one tool, session_search, over every session."""
+
+    def test_the_definition_is_upstreams(self, manager):
+        assert manager.tools() == [{
+            "name": "session_search",
+            "description": "Search past conversations for relevant context. Searches across all sessions.",
+            "input_schema": {"type": "object", "properties": {"query": {"type": "string",
+                                                                        "description": "Search query"}},
+                             "required": ["query"]},
+        }]
+        manager.tools()[0]["input_schema"]["required"].append("x")  # a copy each time
+        assert manager.tools()[0]["input_schema"]["required"] == ["query"]
+
+    def test_it_finds_messages_of_every_session_as_role_and_text(self, manager):
+        a, b = manager.create("a"), manager.create("b")
+        manager.session(a.id).append_messages([msg("a1", "Deploys happen on Friday"),
+                                               msg("a2", "noted", role="assistant")])
+        manager.session(b.id).append_message(msg("b1", "friday deploys are risky", role="assistant"))
+        out = manager.run_tool("session_search", {"query": "deploys friday"})
+        assert sorted(out.split("\n---\n")) == ["[assistant] friday deploys are risky",
+                                               "[user] Deploys happen on Friday"]
+
+    def test_at_most_ten_hits_and_no_results_said_plainly(self, manager):
+        manager.session("").append_messages([msg(f"m{i}", f"apple number {i}") for i in range(15)])
+        assert len(manager.run_tool("session_search", {"query": "apple"}).split("\n---\n")) == 10
+        assert manager.run_tool("session_search", {"query": "pear"}) == "No results found."
+
+    @pytest.mark.parametrize("name, data, expected", [
+        ("session_search", {}, 'Error: Invalid input for session_search: "query" is required'),
+        ("session_search", {"query": 3}, 'Error: Invalid input for session_search: "query" must be a string'),
+        ("other", {"query": "x"}, 'Error: unknown tool "other". Available tools: session_search'),
+    ])
+    def test_bad_calls_are_error_results_never_exceptions(self, manager, name, data, expected):
+        assert manager.run_tool(name, data) == expected

@@ -193,6 +193,12 @@ class TestFolderSkillProvider:
         assert skills.get() == "- pirate: Talk like a pirate"
         assert skills.load("api-ref") is None
 
+    def test_an_empty_allow_list_allows_every_key_as_upstream(self):
+        everything = FolderSkillProvider(SKILLS)
+        empty = FolderSkillProvider(SKILLS, keys=[])
+        assert empty.keys() == everything.keys() and len(empty.keys()) >= 3
+        assert empty.get() == everything.get() and empty.load("api-ref") == everything.load("api-ref") is not None
+
     def test_a_missing_folder_fails_on_use(self, tmp_path):
         with pytest.raises(FileNotFoundError, match="No skill folder"):
             FolderSkillProvider(tmp_path / "nope").get()

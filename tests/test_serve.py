@@ -12,6 +12,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 from websockets.sync.client import connect
@@ -459,8 +460,7 @@ class TestOwnershipAndTurns:
         handle = serve()
         client = AgentClient(handle.url, Recorder, "gone")
         client.call("add", 1)
-        _served(handle, Recorder, "gone").close()
-        client.set_state({"count": 5})
+        _served(handle, Recorder, "gone").close()  # the socket is ended at once, not at the client's next frame
         assert client.wait_for(lambda c: c.closed)
         assert client.close_code == 1012
         with AgentClient(handle.url, Recorder, "gone") as again:  # reopened from its file
@@ -509,3 +509,43 @@ class TestCommandLine:
         assert main(["serve", spec, "--root", str(first.app.root), "--port", "0"]) == 1
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "already serves the agents in" in err
+
+    @pytest.mark.parametrize(
+        ("option", "value", "message"),
+        [
+            ("--port", "99999", "port must be a whole number from 0 to 65535, not 99999"),
+            ("--port", "-1", "port must be a whole number from 0 to 65535, not -1"),
+            ("--log-level", "chatty", "log level must be one of critical, error, warning, info, debug, trace"),
+            ("--root", "a-file", "cannot be the root folder"),
+        ],
+    )
+    def test_a_bad_port_log_level_or_root_is_one_line_and_takes_no_port(self, option, value, message, capsys,
+                                                                        tmp_path, monkeypatch):
+        from agentlab.cli import main
+
+        monkeypatch.chdir(tmp_path)
+        (tmp_path / "a-file").write_text("not a folder")
+        args = ["--root", str(tmp_path / "agents"), "--port", "0", option, value]
+        spec = f"{Path(__file__).parent / 'js' / 'served_agents.py'}:Counter"
+        assert main(["serve", spec, *args]) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err and err.startswith("agentlab serve: "), err
+
+
+class TestStartArguments:
+    @pytest.mark.parametrize(("options", "message"), [
+        ({"port": 70000}, "port must be a whole number from 0 to 65535"),
+        ({"port": "8787"}, "port must be a whole number from 0 to 65535"),
+        ({"log_level": "loud"}, "log level must be one of"),
+    ])
+    def test_bad_options_raise_before_anything_is_bound_or_locked(self, options, message, tmp_path):
+        with pytest.raises(ServeConfigError, match=message):
+            start(Recorder, root=tmp_path / "served", **options)
+        with start(Recorder, root=tmp_path / "served") as handle:  # the root was not left locked
+            assert handle.running
+
+    def test_a_root_that_is_a_file_is_a_typed_error(self, tmp_path):
+        (tmp_path / "taken").write_text("a file")
+        with pytest.raises(ServeConfigError, match="cannot be the root folder"):
+            start(Recorder, root=tmp_path / "taken")
+        assert (tmp_path / "taken").read_text() == "a file"

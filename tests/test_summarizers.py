@@ -94,6 +94,40 @@ class TestTheExtractiveSummarizer:
         assert len(history) < 24
 
 
+_SAME_WHATEVER_THE_SEED = r"""
+import random, sys
+from agentlab.chat.summarizers import ExtractiveSummarizer
+from agentlab.session.compactor import build_summary_prompt
+
+vocab = ("alpha beta gamma delta kettle violin garden river mountain coffee tea music painting running camping dog "
+         "cat sister brother mother father school work office trip beach city museum book movie friend party "
+         "birthday concert guitar piano yoga dance soccer tennis hiking sunset morning evening").split()
+rng = random.Random(int(sys.argv[1]))
+turns = [" ".join(rng.choice(vocab) for _ in range(rng.randint(4, 12))).capitalize() + "." for _ in range(80)]
+messages = [{"id": str(i), "role": "user" if i % 2 == 0 else "assistant", "parts": [{"type": "text", "text": t}]}
+            for i, t in enumerate(turns)]
+sys.stdout.write(ExtractiveSummarizer()(build_summary_prompt(messages, None, 150)))
+"""
+
+
+@pytest.mark.slow
+class TestTheSummaryDoesNotDependOnTheProcess:
+    def test_the_same_prompt_gives_the_same_summary_whatever_pythons_hash_seed(self):
+        import os
+        import subprocess
+        import sys
+
+        outputs = set()
+        # Draw 28 has sentences whose scores tie up to float rounding; hash seeds 0 and 1 used to sum their words'
+        # weights in orders that broke the tie differently.
+        for seed in ("0", "1"):
+            env = {**os.environ, "PYTHONHASHSEED": seed}
+            done = subprocess.run([sys.executable, "-c", _SAME_WHATEVER_THE_SEED, "28"], env=env,
+                                  capture_output=True, text=True, timeout=120, check=True)
+            outputs.add(done.stdout)
+        assert len(outputs) == 1 and next(iter(outputs)).startswith("[Extractive summary")
+
+
 class TestTheClaudeSummarizer:
     def test_it_sends_the_reference_prompt_as_one_user_message(self):
         mock = ScriptedClaude(reply(text("## Topic\nA trip to Lisbon.")))

@@ -6,7 +6,13 @@ import json
 
 import pytest
 
-from agentlab.errors import InvalidMessageError, ReadOnlyAgentError, UnknownMessageError
+from agentlab.errors import (
+    DuplicateMessageWarning,
+    InvalidMessageError,
+    ReadOnlyAgentError,
+    UnknownLeafWarning,
+    UnknownMessageError,
+)
 from agentlab.session.messages import UNSET, Appended, RowStat
 from agentlab.session.session import Session
 from agentlab.store.database import Store
@@ -27,7 +33,8 @@ def session(store):
 class TestAppendIsIdempotent:
     def test_a_repeated_id_keeps_the_first_content(self, session):  # spec 16 case 1
         first = session.append_message(msg("m1", "First"))
-        again = session.append_message(msg("m1", "Duplicate"))
+        with pytest.warns(DuplicateMessageWarning, match="'m1' is already stored with different content"):
+            again = session.append_message(msg("m1", "Duplicate"))
         assert first == Appended("m1", None, first.seq, False)
         assert again == Appended("m1", None, first.seq, True)
         history = session.get_history()
@@ -36,7 +43,9 @@ class TestAppendIsIdempotent:
 
     def test_a_duplicate_in_a_bulk_import_is_skipped_and_the_chain_goes_on(self, session):
         session.append_message(msg("a"))
-        results = session.append_messages([msg("a", "other"), msg("b"), msg("b", "again"), msg("c")])
+        with pytest.warns(DuplicateMessageWarning) as caught:
+            results = session.append_messages([msg("a", "other"), msg("b"), msg("b", "again"), msg("c")])
+        assert ["'a'" in str(w.message) for w in caught] == [True, False]
         assert [(r.id, r.duplicate) for r in results] == [("a", True), ("b", False), ("b", True), ("c", False)]
         assert ids(session.get_history()) == ["a", "b", "c"]
         assert session.get_message("b")["parts"][0]["text"] == "b"
@@ -143,7 +152,8 @@ class TestBranchingAndTheTip:
 
     def test_an_unknown_leaf_gives_an_empty_history_and_empty_string_means_latest(self, session):
         session.append_messages([msg("a"), msg("b")])
-        assert session.get_history("nope") == []
+        with pytest.warns(UnknownLeafWarning, match="No message 'nope'"):
+            assert session.get_history("nope") == []
         assert ids(session.get_history("")) == ["a", "b"]
 
     def test_an_empty_session_has_no_leaf(self, session):
@@ -198,6 +208,14 @@ class TestDeletes:
         session.delete_messages(["a"])
         with pytest.raises(InvalidMessageError, match="cycle"):
             session.append_message(msg("a"), "b")
+
+    def test_nor_can_a_bulk_import_through_a_message_of_the_same_batch(self, session):
+        # Found by the storage conformance suite: the cycle check did not follow the batch's own new messages.
+        session.append_messages([msg("a"), msg("b")])
+        session.delete_messages(["a"])
+        with pytest.raises(InvalidMessageError, match="cycle"):
+            session.append_messages([msg("x"), msg("a")])  # x under b (the tip), then a under x: a -> x -> b -> a
+        assert ids(session.get_history()) == ["b"] and session.get_message("x") is None
 
 
 class TestUpdates:

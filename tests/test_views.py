@@ -16,6 +16,7 @@ import pytest
 from comm.base_comm import BaseComm
 
 from agentlab import Agent, get_agent
+from agentlab.errors import DuplicateMessageWarning
 from agentlab.views import BranchTree, ContextView, StateView
 from agentlab.views._layout import build_plan, shown_indices, short_text
 
@@ -265,7 +266,8 @@ class TestBranchTreeDrawsTheTree:
         assert drawn_ids(tree)[2] == ["b3", "b4"]
         assert tree.current_leaf == "b4" and synced(tree, "current_leaf") == "b4"
         assert json.loads(synced(tree, "segments_json")) == tree.segments
-        session.append_message(msg("b3"))  # a duplicate id changes nothing
+        with pytest.warns(DuplicateMessageWarning):
+            session.append_message(msg("b3"))  # a duplicate id changes nothing
         assert tree.stats["messages"] == 7
 
     def test_an_append_from_another_thread_arrives(self, session):

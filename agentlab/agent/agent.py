@@ -27,6 +27,7 @@ from agentlab.agent.state import delete_state_row, read_state_row, to_json, writ
 from agentlab.errors import (
     AgentClassConflictError,
     AgentClosedError,
+    AgentDestroyedError,
     AgentlabError,
     InvalidArgumentError,
     ReadonlyConnectionError,
@@ -79,6 +80,7 @@ class Agent:
         self.name = name
         self.root = root
         self._store: Store | None = store
+        self._destroyed = False
         self.read_only = store.read_only
         self.path = Path(store.path)
         self.sql = SqlRunner(self._store_checked)
@@ -113,12 +115,38 @@ class Agent:
 
     def close(self) -> None:
         """Release the DuckDB file so that another process can open it. Safe to call twice."""
+        self._shut(destroy=False)
+
+    def destroy(self) -> None:
+        """Delete this agent for good (upstream ``destroy()``): its file, with every table in it, and the files
+        DuckDB keeps beside it.
+
+        Connections are closed (served clients get close code 1012), the agent leaves the registry, and later use
+        of it or its sessions raises :class:`~agentlab.errors.AgentDestroyedError`; ``get_agent`` with the same
+        name then makes a new, empty agent. ``agent.export(folder)`` first keeps a copy. Safe to call twice.
+
+        Raises:
+            ReadOnlyAgentError: The agent was opened with ``read_only=True``; nothing is deleted.
+        """
+        if self._store is not None:
+            self._store.require_writable()
+        self._shut(destroy=True)
+
+    @property
+    def destroyed(self) -> bool:
+        """Whether :meth:`destroy` deleted this agent."""
+        return self._destroyed
+
+    def _shut(self, *, destroy: bool) -> None:
         with self._lock:
             store, self._store = self._store, None
-            for connection in list(self._connections):
-                connection.closed = True
-            self._connections.clear()
-        if store is not None:
+            self._destroyed = self._destroyed or (destroy and store is not None)
+            connections, self._connections = list(self._connections), []
+        for connection in connections:
+            connection.dropped()
+        if store is not None and destroy:
+            store.destroy()
+        elif store is not None:
             store.close()
         with _registry_lock:
             for key, value in list(_registry.items()):
@@ -138,6 +166,9 @@ class Agent:
     def _store_checked(self) -> Store:
         store = self._store
         if store is None:
+            if self._destroyed:
+                raise AgentDestroyedError(f"Agent {self.name!r} was destroyed; get_agent({type(self).__name__}, "
+                                          f"{self.name!r}) would create a new, empty one.")
             raise AgentClosedError(
                 f"Agent {self.name!r} is closed; get it again with get_agent({type(self).__name__}, {self.name!r})."
             )
@@ -184,9 +215,9 @@ class Agent:
             self._state_text = None
 
     def _load_state(self) -> None:
+        store = self._store_checked()  # first: a closed agent must not answer from memory
         if self._state_loaded:
             return
-        store = self._store_checked()
         text = read_state_row(store)
         self._state_loaded = True
         if text is not None:

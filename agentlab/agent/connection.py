@@ -74,6 +74,9 @@ class Connection:
         self.request = request  # the upgrade request of a served client
         self.protocol = True  # False: no identity, state or MCP frames reach this client
         self.closed = False
+        self.on_dropped: Callable[[], None] | None = None
+        """Called when the agent closes this connection itself (``agent.close()``, ``agent.destroy()``);
+        ``agentlab.serve`` ends the client's socket there."""
         self.received: int = 0
 
     def __repr__(self) -> str:
@@ -142,6 +145,17 @@ class Connection:
             yield self
         finally:
             _acting.reset(token)
+
+    def dropped(self) -> None:
+        """The agent closed: stop receiving frames and call :attr:`on_dropped` (once; its errors are ignored)."""
+        if self.closed:
+            return
+        self.closed = True
+        if self.on_dropped is not None:
+            try:
+                self.on_dropped()
+            except Exception:  # the agent is going away; a client that cannot be told learns on its next call
+                pass
 
     def close(self) -> None:
         """Stop receiving frames. Safe to call twice."""

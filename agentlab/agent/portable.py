@@ -43,6 +43,7 @@ import duckdb
 from agentlab.agent import _atomic
 from agentlab.errors import AgentLockedError, ExportDiskFullError, ExportError, ExportMismatchError
 from agentlab.store.database import Store
+from agentlab.store.files import remove_database_files
 from agentlab.store.migrations import MIGRATIONS
 from agentlab.store.naming import agent_path, kebab_case, resolve_root, validate_name
 
@@ -386,16 +387,7 @@ def _wal(database: Path) -> Path:
     return database.with_name(database.name + ".wal")
 
 
-def _remove_database(path: Path) -> None:
-    """Remove a DuckDB file with its log and its spill folder (``.tmp``), ignoring what is not there."""
-    for leftover in (path, _wal(path), path.with_name(path.name + ".tmp")):
-        if leftover.is_dir() and not leftover.is_symlink():
-            shutil.rmtree(leftover, ignore_errors=True)
-            continue
-        try:
-            leftover.unlink(missing_ok=True)
-        except OSError:
-            pass
+_remove_database = remove_database_files
 
 
 def _settle(target: Path) -> None:

@@ -10,6 +10,8 @@ Invariants:
 
 * Only appends: a turn never edits or deletes a stored message. Assistant content is stored exactly as the API
   returned it (thinking blocks with signatures, tool_use, text) and sent back exactly as stored.
+* Every message is stored through upstream's row size limit (:mod:`agentlab.session.row_limit`): a tool output
+  that would make a message over 1.8 MB is stored truncated, with a marker, and the pairs stay intact.
 * History stays valid: an assistant message with ``tool_use`` blocks is stored in the same transaction as the
   user message holding a ``tool_result`` for each of them (an ``is_error`` note when a call was not run, e.g. a
   reply cut off by ``max_tokens``), together with the call's usage row.
@@ -35,8 +37,9 @@ from agentlab.chat.api import build_request, call_messages_api
 from agentlab.chat.settings import ChatSettings, build_client, resolve_settings
 from agentlab.chat.tools import Tool, ToolCall, as_tools, run_tool_call
 from agentlab.chat.usage import Usage, record_usage, session_usage, usage_from_api
-from agentlab.errors import ChatError, CompactionError, TurnError
+from agentlab.errors import ChatError, CompactionError, InvalidClientError, TurnError
 from agentlab.session.messages import UNSET, now_iso
+from agentlab.session.row_limit import enforce_row_size_limit
 
 __all__ = ["ChatAgent", "Tool", "ToolCall", "Turn"]
 
@@ -78,6 +81,17 @@ class Turn:
 
 def _new_id() -> str:
     return uuid.uuid4().hex
+
+
+def _checked_client(client: Any) -> Any:
+    if client is None or callable(getattr(getattr(client, "messages", None), "create", None)):
+        return client
+    if isinstance(client, str):
+        raise InvalidClientError(
+            "use_client() takes a client such as anthropic.Anthropic(...), not a string. To give an API key, use "
+            "agent.configure(api_key=...) or set ANTHROPIC_API_KEY.")
+    raise InvalidClientError(f"use_client() takes a client with messages.create (anthropic.Anthropic(...)), not "
+                             f"{type(client).__name__}.")
 
 
 def _final_text(content: Sequence[Mapping[str, Any]]) -> str:
@@ -164,11 +178,16 @@ class ChatAgent(Agent):
 
     @client.setter
     def client(self, client: Any) -> None:
-        self._client = client
+        self._client = _checked_client(client)
 
     def use_client(self, client: Any) -> ChatAgent:
-        """Talk through ``client`` (a proxy, another base URL, a mock transport); returns the agent."""
-        self._client = client
+        """Talk through ``client`` (a proxy, another base URL, a mock transport); returns the agent.
+
+        Raises:
+            InvalidClientError: ``client`` has no ``messages.create`` (an API key string, for instance: use
+                ``agent.configure(api_key=...)`` for that).
+        """
+        self._client = _checked_client(client)
         return self
 
     # -- turns --------------------------------------------------------------------------------------
@@ -209,7 +228,7 @@ class ChatAgent(Agent):
         settings = resolve_settings(self.chat_settings, self._instance_settings, call)
         user_tools = as_tools(tools)
         with self._turn_lock:
-            message: dict[str, Any] = {"id": _new_id(), "role": "user", "parts": parts, "created_at": now_iso()}
+            message = enforce_row_size_limit({"id": _new_id(), "role": "user", "parts": parts, "created_at": now_iso()})
             self.session.append_message(message, parent_id=parent_id)  # UNSET is append_message's own default
             turn = Turn(id=_new_id(), message_ids=[message["id"]], start_id=message["id"])
             return self._run(turn, settings, user_tools)
@@ -385,6 +404,7 @@ class ChatAgent(Agent):
             if calls:
                 stored.append({"id": _new_id(), "role": "user", "created_at": now_iso(),
                                "parts": [c.result_block() for c in calls]})
+            stored = [enforce_row_size_limit(m) for m in stored]  # a huge tool output must not break the branch
             with self.store.transaction():  # the reply, its results and its usage land together
                 parent = leaf
                 for message in stored:

@@ -181,7 +181,10 @@ class ExtractiveSummarizer:
         budget = parsed.budget - header_cost
         chosen: list[_Sentence] = []
         costs = {id(s): _cost(s.line()) for s in sentences}
-        uniques = {id(s): set(s.words) for s in sentences}
+        # Each sentence's distinct words in the order they first appear: a set's order changes with Python's hash
+        # seed, and summing float weights in another order can break a near tie the other way, which would make
+        # the summary (and every experiment built on it) differ from one process to the next.
+        uniques = {id(s): tuple(dict.fromkeys(s.words)) for s in sentences}
         bonuses = {id(s): (1 + 0.2 * min(s.specific, 3)) * (self.user_bonus if s.source == "user" else 1.0)
                    for s in sentences}
 

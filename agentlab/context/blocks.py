@@ -44,6 +44,8 @@ class ContextBlocks:
             agent); without it such a block is an empty read-only block, as upstream without an agent.
         on_unload: Called with ``(label, key)`` after a skill is unloaded (the session rewrites its history).
         on_error: Called with a :class:`~agentlab.errors.ContextProviderError` when a provider's ``get`` raises.
+        on_add: Called with the loaded block after :meth:`add_context` added one (the session restores the skills
+            its history has loaded).
         lock: The re-entrant lock guarding the blocks (a session passes its store's lock); a new one by default.
     """
 
@@ -55,12 +57,14 @@ class ContextBlocks:
         default_provider: Callable[[str], Any] | None = None,
         on_unload: Callable[[str, str], None] | None = None,
         on_error: Callable[[ContextProviderError], None] | None = None,
+        on_add: Callable[[ContextBlock], None] | None = None,
         lock: Any = None,
     ) -> None:
         self.prompt_store = prompt_store
         self.default_provider = default_provider
         self.on_unload = on_unload
         self.on_error = on_error
+        self.on_add = on_add
         # A session passes its store's lock: providers write through the store, and the store's commit hooks
         # (compaction after an append) refresh the prompt, so one lock keeps one order.
         self._lock = lock if lock is not None else threading.RLock()
@@ -383,7 +387,10 @@ class ContextBlocks:
                 )
             config = self._add_config(ContextConfig(label, description, max_tokens, provider))
             self._load_block(config)
-            return self._blocks.get(label)
+            block = self._blocks.get(label)
+        if block is not None and self.on_add is not None:
+            self.on_add(block)
+        return block
 
     def remove_context(self, label: str) -> bool:
         """Remove a block and forget its loaded skills (no unload callback). The frozen prompt is not refreshed."""

@@ -355,7 +355,8 @@ class FolderSkillProvider:
 
     Args:
         path: The folder.
-        keys: An allow-list; other files are neither listed nor loadable.
+        keys: An allow-list; other files are neither listed nor loadable. None or empty allows every file (as
+            upstream's ``keys?.length``).
 
     Raises:
         FileNotFoundError: ``path`` is not a folder (raised on first use, so a session can still be built).
@@ -363,7 +364,8 @@ class FolderSkillProvider:
 
     def __init__(self, path: str | Path, *, keys: Iterable[str] | None = None) -> None:
         self.path = Path(path)
-        self.keys_allowed = None if keys is None else frozenset(keys)
+        allowed = frozenset(keys) if keys is not None else frozenset()
+        self.keys_allowed = allowed or None
 
     def __repr__(self) -> str:
         return f"FolderSkillProvider({str(self.path)!r})"

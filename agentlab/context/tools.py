@@ -7,6 +7,10 @@ descriptions and JSON schemas byte for byte, using ``label`` (not ``block``):
 * ``load_context`` and ``unload_context`` when any skill block exists;
 * ``search_context`` when any searchable block exists.
 
+An ``append`` through ``set_context`` of text the block already holds as whole lines writes nothing and says so
+(``Unchanged: memory already holds this text, ...``): a retried turn re-runs the model's memory write, and upstream
+would store the text twice.
+
 ``run_tool(context, name, input)`` executes one call and **never raises**: failures come back as upstream's
 ``Error: ...`` strings, and input that does not match the schema is an error string too (the ``label`` enum is left
 to the tool itself, so a wrong label gets upstream's message listing the valid ones).
@@ -227,6 +231,12 @@ def _usage(block: ContextBlock) -> str:
     return f"{tokens} tokens"
 
 
+def _already_there(existing: str, content: str) -> bool:
+    """Whether ``content`` (its lines, trimmed of blank ones at the ends) is already whole lines of ``existing``."""
+    lines = content.strip("\n")
+    return bool(lines.strip()) and f"\n{lines}\n" in f"\n{existing}\n"
+
+
 def _run_set(context: ToolContext, data: Mapping[str, Any]) -> str:
     label, content = data["label"], data["content"]
     block = context.block_spec(label)
@@ -242,6 +252,9 @@ def _run_set(context: ToolContext, data: Mapping[str, Any]) -> str:
             context.set_search_entry(label, key, content)
         return f'Indexed "{key}" in {label}.'
     if data.get("action") == "append":
+        if block.writable and _already_there(block.content, content):
+            # Not upstream (which appends a second copy): a retried turn re-runs the same write.
+            return f"Unchanged: {label} already holds this text, so nothing was written. Usage: {_usage(block)}"
         written = context.append_to_block(label, content)
     else:
         written = context.set_block(label, content)

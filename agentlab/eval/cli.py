@@ -6,14 +6,14 @@
     agentlab eval show results.parquet --plot recall.png
 
 Invariants: every report prints means with 95% intervals, category names, paired tests against the first
-strategy and the methodology card; a bad request (an unknown category, an empty selection, a missing file) prints
-one line on stderr and exits with status 1 (``--debug`` shows the traceback instead).
+strategy and the methodology card; a bad request (an unknown category, an empty selection, a missing file) raises
+a typed error, which the ``agentlab`` command prints as one line with exit status 1 (``--debug`` shows the
+traceback instead).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from typing import Any
 
@@ -55,8 +55,19 @@ def add_command(commands: Any) -> None:
     parser.add_argument("--out", help="write the per-question results to this Parquet file")
     parser.add_argument("--plot", help="show: draw recall@k curves into this image file (.png, .svg, .pdf)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.add_argument("--debug", action="store_true", help="show the traceback of an error instead of one line")
-    parser.set_defaults(func=_command)
+    parser.set_defaults(func=_evaluate)
+
+
+def _cutoffs(text: str) -> list[int]:
+    from agentlab.errors import InvalidArgumentError
+
+    try:
+        ks = [int(k) for k in text.split(",") if k.strip()]
+    except ValueError:
+        ks = []
+    if not ks or min(ks) < 1:
+        raise InvalidArgumentError(f"--k takes comma-separated cut-offs of 1 or more, such as 1,5,10; not {text!r}.")
+    return ks
 
 
 def _ints_or_strs(text: str) -> list[int | str]:
@@ -128,7 +139,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     categories = _ints_or_strs(args.categories) if args.categories else default_categories
     question_ids = [q.strip() for q in args.question_ids.split(",") if q.strip()] if args.question_ids else None
     strategies = _strategies(args)
-    ks = [int(k) for k in args.k.split(",") if k.strip()]
+    ks = _cutoffs(args.k)
     started = time.perf_counter()
     results = run(dataset, strategies, ks, categories=categories, question_ids=question_ids, limit=args.limit,
                   folds=args.folds, cache=None if args.cache == "none" else args.cache,
@@ -140,16 +151,3 @@ def _evaluate(args: argparse.Namespace) -> int:
     if args.out:
         print(f"wrote {results.to_parquet(args.out)}")
     return 0
-
-
-def _command(args: argparse.Namespace) -> int:
-    # Bad requests (dataset, selection, strategy options, files) are one line and status 1. Other agentlab errors
-    # (Ray unreachable...) go on to the wrapper that ran this command.
-    try:
-        return _evaluate(args)
-    except (ValueError, OSError) as exc:  # DatasetError and EvaluationError are ValueErrors
-        if getattr(args, "debug", False):
-            raise
-        text = str(exc).strip().splitlines()
-        print(f"agentlab eval: {text[0] if text else type(exc).__name__}", file=sys.stderr)
-        return 1

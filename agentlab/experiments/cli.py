@@ -5,11 +5,13 @@ DATASET is ``locomo`` or ``longmemeval`` (with ``--data FILE``), ``bundled`` (no
 TURNS`` and ``--questions QUESTIONS``: JSONL, JSON or CSV files as :func:`agentlab.eval.records.load_records` reads).
 
 Invariant: every failure the user can fix prints one line on stderr (``agentlab experiment: ...``) and exits
-with status 2, or 3 when the budget stopped the run; nothing is sent to Claude without ``--qa``.
+with status 2, or 3 when the budget stopped the run; arguments and output paths are checked before the replay, so
+a mistake never costs a run; nothing is sent to Claude without ``--qa``.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
@@ -95,6 +97,27 @@ def _command(args: Any) -> int:
     except AgentlabError as exc:
         print(f"agentlab experiment: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a --root that cannot be a folder, a file that cannot be written
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"agentlab experiment: {exc.strerror or exc}{where}", file=sys.stderr)
+        return 2
+
+
+def _check_output(path: str | None, flag: str) -> None:
+    """Make sure ``path``'s folder exists (creating it), so a bad path fails before the work, not after it."""
+    from pathlib import Path
+
+    from agentlab.errors import ExperimentError
+
+    if not path:
+        return
+    target = Path(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.is_dir():
+            raise IsADirectoryError(21, "Is a directory")
+    except OSError as exc:
+        raise ExperimentError(f"cannot write {flag} {path} ({exc.strerror}); choose another file.") from None
 
 
 def _run(args: Any) -> int:
@@ -112,6 +135,10 @@ def _run(args: Any) -> int:
                             "cost estimate without a key). " + NO_KEY_HELP.split(". ")[0] + ".")
     if args.runs < 1:
         raise ExperimentError(f"--runs must be 1 or more, not {args.runs}.")
+    if args.budget is not None and not (math.isfinite(args.budget) and args.budget >= 0):
+        raise ExperimentError(f"--budget must be a number of dollars of 0 or more, not {args.budget}.")
+    _check_output(args.out, "--out")
+    _check_output(args.qa_out, "--qa-out")
     prices = None
     if args.price:
         prices = _price(args.price, args.model, args.judge_model)

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentlab.errors import ExperimentError
+from agentlab.errors import ExperimentError, InvalidArgumentError
 
 from .matching import make_matcher
 from .policies import Policy, resolve_policies
@@ -354,7 +354,8 @@ def replay(
         :class:`~agentlab.experiments.results.ReplayResults`.
 
     Raises:
-        UnknownPolicyError, InvalidArgumentError: A bad policy list or match method.
+        UnknownPolicyError, InvalidArgumentError: A bad policy list or match method, or ``conversations`` or
+            ``categories`` that select nothing.
         ExperimentError: A question names a turn its conversation lacks, or a policy needs Claude and no key
             or client is available.
     """
@@ -365,12 +366,23 @@ def replay(
         make_matcher(match, policy.summarizer_name)  # a bad method fails before any work
     wanted = None if categories is None else set(categories)
     selected = list(dataset.conversations)
+    if isinstance(conversations, bool) or (isinstance(conversations, int) and conversations < 1):
+        raise InvalidArgumentError(f"conversations must be a whole number of 1 or more (the first n), or a list "
+                                   f"of conversation ids, not {conversations!r}.")
     if isinstance(conversations, int):
         selected = selected[:conversations]
     elif conversations is not None:
-        ids = set(conversations)
+        ids = {conversations} if isinstance(conversations, str) else set(conversations)
         selected = [c for c in selected if c.id in ids]
+        if not selected:
+            examples = ", ".join(c.id for c in dataset.conversations[:5])
+            raise InvalidArgumentError(f"No conversation with the ids {sorted(map(str, ids))} in this dataset; its "
+                                       f"ids are like {examples}.")
     asked = {c.id: [q for q in c.questions if wanted is None or q.category in wanted] for c in selected}
+    if wanted is not None and not any(asked.values()):
+        found = sorted({str(q.category) for c in selected for q in c.questions})
+        raise InvalidArgumentError(f"No question of the categories {sorted(wanted, key=str)} in the conversations "
+                                   f"chosen; their questions have the categories {', '.join(found) or 'none'}.")
     points = {c.id: _question_points(c, asked[c.id]) for c in selected}  # a bad asked_after fails before any work
     claude, opened = _claude_factory(chosen, client, cache)
     folder = Path(root) if root is not None else None

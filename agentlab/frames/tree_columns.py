@@ -203,6 +203,11 @@ def scope(target: Any) -> tuple[Any, Any, str | None]:
 
     session_id = getattr(target, "session_id", None)
     store = getattr(target, "store", target)
+    if store is None:
+        from agentlab.errors import SessionError
+
+        raise SessionError(f"Frames read an agent's DuckDB file, and this session keeps its messages in "
+                           f"{type(getattr(target, 'storage', None)).__name__}; use session.get_history() instead.")
     return store, tree_of(store), session_id if isinstance(session_id, str) else None
 
 

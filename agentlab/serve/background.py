@@ -18,8 +18,9 @@ from collections.abc import Iterable
 from typing import Any
 
 import uvicorn
+from uvicorn.config import LOG_LEVELS
 
-from agentlab.errors import ServeError
+from agentlab.errors import ServeConfigError, ServeError
 from agentlab.store.naming import kebab_case
 
 from .hub import default_holder
@@ -96,8 +97,10 @@ def start(
 
     Raises:
         ServeRootLockedError: Another server serves the root folder.
+        ServeConfigError: A bad port or log level, or a root that cannot be a folder.
         ServeError: The port cannot be bound, or the server did not come up.
     """
+    _check(port, log_level)
     server = app(classes, idle_timeout=idle_timeout, **options)
     sock = _bind(host, port)
     bound_port = sock.getsockname()[1]
@@ -124,6 +127,7 @@ def run(classes: type | Iterable[type], *, host: str = DEFAULT_HOST, port: int =
 
     ``announce(url)`` is called once the port is bound, before serving.
     """
+    _check(port, log_level)
     server = app(classes, **options)
     sock = _bind(host, port)
     bound_port = sock.getsockname()[1]
@@ -136,6 +140,18 @@ def run(classes: type | Iterable[type], *, host: str = DEFAULT_HOST, port: int =
         announce(f"http://{host}:{bound_port}", server)
     uv = uvicorn.Server(_config(server, host, bound_port, log_level))
     uv.run(sockets=[sock])
+
+
+def _check(port: Any, log_level: Any) -> None:
+    """Refuse a port or log level uvicorn cannot use before anything is bound or locked.
+
+    Raises:
+        ServeConfigError: The port is not a whole number from 0 to 65535, or the log level is not uvicorn's.
+    """
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise ServeConfigError(f"The port must be a whole number from 0 to 65535, not {port!r}.")
+    if not isinstance(log_level, str) or log_level.lower() not in LOG_LEVELS:
+        raise ServeConfigError(f"The log level must be one of {', '.join(LOG_LEVELS)}, not {log_level!r}.")
 
 
 def _config(server: AgentServer, host: str, port: int, log_level: str) -> uvicorn.Config:
@@ -163,6 +179,7 @@ def _bind(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise ServeError(f"Cannot listen on {host}:{port} ({exc.strerror or exc}); choose another --port.") from None
+        raise ServeError(f"Cannot listen on {host}:{port} ({exc.strerror or exc}); check the host, or choose another "
+                         "port.") from None
     sock.listen(2048)  # clients that come before uvicorn runs wait in the backlog instead of being refused
     return sock

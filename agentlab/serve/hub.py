@@ -33,7 +33,7 @@ from typing import Any
 
 from agentlab.agent import get_agent
 from agentlab.agent.agent import live_agent
-from agentlab.errors import ServeRootLockedError
+from agentlab.errors import ServeConfigError, ServeRootLockedError
 
 from .protocol import encode
 
@@ -58,11 +58,16 @@ class RootLock:
 
         Raises:
             ServeRootLockedError: Another server holds it (in this process or another).
+            ServeConfigError: The root is not a folder that can be created and written.
         """
         if self._fd is not None or fcntl is None:
             return
-        self.root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise ServeConfigError(f"{self.root} cannot be the root folder of the agents ({exc.strerror}); "
+                                   "choose a folder this process can create and write (--root DIR).") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import threading
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -167,11 +168,26 @@ class ClientSocket:
     def _open(self, request: HttpRequest) -> Any:
         agent = self.entry.agent
         connection = agent.connect(sender=self._post, request=request)
+        connection.on_dropped = self._agent_gone
         self.connection = connection
         if connection.protocol:
             connection.send(mcp_frame())
         with connection.acting():
             return call_hook(agent, connection, agent.on_connect, connection, request)
+
+    def _agent_gone(self) -> None:
+        """The agent was closed or destroyed (in a notebook, say): end this socket now, from the loop's thread."""
+        reason = ("The agent was destroyed." if getattr(self.entry.agent, "destroyed", False)
+                  else "The agent was closed; reconnect to reopen it.")
+        outbox = self.hub.outbox
+        assert outbox is not None
+        if threading.get_ident() == outbox.loop_thread:
+            self.kill(1012, reason)
+        else:
+            try:
+                outbox.loop.call_soon_threadsafe(self.kill, 1012, reason)
+            except RuntimeError:  # the server has stopped already
+                pass
 
     def _closed(self, code: int, reason: str) -> Any:
         agent, connection = self.entry.agent, self.connection

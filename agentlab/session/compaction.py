@@ -28,11 +28,11 @@ from agentlab.context.tokens import estimate_message_tokens, estimate_string_tok
 from agentlab.errors import CompactionError, InvalidArgumentError, InvalidMessageError, UnknownMessageError
 from agentlab.session.compactor import COMPACTION_PREFIX
 from agentlab.session.messages import Appended
-from agentlab.session.overlays import CompactionRecord, load_events, record_event
+from agentlab.session.overlays import CompactionRecord
 
 if TYPE_CHECKING:
-    from agentlab.session.tree import MessageTree
-    from agentlab.store.database import Store
+    from agentlab.session.events import SessionEvents
+    from agentlab.session.storage import SessionStorage
 
 __all__ = ["SessionCompaction"]
 
@@ -52,8 +52,8 @@ def _result_field(result: Any, snake: str, camel: str) -> Any:
 class CompactionHost(Protocol):
     """What :class:`SessionCompaction` needs from its session (a :class:`~agentlab.session.session.Session`)."""
 
-    store: Store
-    tree: MessageTree
+    storage: SessionStorage
+    events: SessionEvents
     session_id: str
     token_counter: Callable[..., Any] | None
     system_prompt_provider: Callable[[], str | None] | None
@@ -64,17 +64,6 @@ class CompactionHost(Protocol):
     def _history(self, leaf_id: str | None, extra: Any = None) -> tuple[list[dict[str, Any]], list[str]]: ...
 
     def latest_leaf_id(self) -> str | None: ...
-
-    def _status(self, kind: str, *, estimate: int | None = None, phase: str = "idle",
-                frame_extra: Event | None = None, **details: Any) -> int: ...
-
-    def _emit(self, event: Event) -> None: ...
-
-    def _broadcast(self, frame: Event) -> None: ...
-
-    def _report(self, exc: BaseException) -> None: ...
-
-    def _needs_estimate(self) -> bool: ...
 
 
 class SessionCompaction:
@@ -101,6 +90,8 @@ class SessionCompaction:
         self.estimate_cache: tuple[str | None, int, int] | None = None  # (leaf, tree generation, tokens)
         self.noop_warned = False
         self.last_outcome = ""
+        self.count = 0
+        """Successful compactions run by this session object (message-change listeners compare it)."""
 
     # -- token estimate ------------------------------------------------------------------------
 
@@ -121,19 +112,19 @@ class SessionCompaction:
     def _history_tokens(self, leaf_id: str | None) -> int:
         leaf = leaf_id or self.session.latest_leaf_id()
         cache = self.estimate_cache
-        if cache is not None and cache[0] == leaf and cache[1] == self.session.tree.generation:
+        if cache is not None and cache[0] == leaf and cache[1] == self.session.storage.generation:
             return cache[2]
         tokens = estimate_message_tokens(self.session.get_history(leaf))
-        self.estimate_cache = (leaf, self.session.tree.generation, tokens)
+        self.estimate_cache = (leaf, self.session.storage.generation, tokens)
         return tokens
 
     def advance_estimate(self, appended: list[Appended], stored: list[dict[str, Any]]) -> None:
         # Appending under the cached leaf adds exactly the new messages' tokens, unless an overlay names them.
         cache = self.estimate_cache
-        if cache is None or cache[1] != self.session.tree.generation or not stored:
+        if cache is None or cache[1] != self.session.storage.generation or not stored:
             return
         leaf, generation, tokens = cache
-        overlays = self.session.tree.compactions(self.session.session_id)
+        overlays = self.session.storage.compactions()
         endpoints = {x for c in overlays for x in (c.from_message_id, c.to_message_id)}
         for a, message in zip([a for a in appended if not a.duplicate], stored):
             if a.parent_id != leaf or a.id in endpoints:
@@ -154,12 +145,12 @@ class SessionCompaction:
                            self.session.session_id, estimate, self.threshold)
 
     def failed(self, exc: BaseException) -> None:
-        self.session._broadcast({"type": "cf_agent_session_error", "error": str(exc)})
-        self.session._emit({"type": "error", "session_id": self.session.session_id, "error": str(exc), "exception": exc,
-                    "tokenEstimate": 0, "tokenThreshold": self.threshold})
+        self.session.events.broadcast({"type": "cf_agent_session_error", "error": str(exc)})
+        self.session.events.emit({"type": "error", "session_id": self.session.session_id, "error": str(exc),
+                                  "exception": exc, "tokenEstimate": 0, "tokenThreshold": self.threshold})
         handler = self.error_handler
         if handler is None:
-            self.session._report(exc)
+            self.session.events.report(exc)
             return
         try:
             handler(exc)
@@ -208,12 +199,11 @@ class SessionCompaction:
 
     def get_compactions(self) -> list[CompactionRecord]:
         """Stored overlays visible to this session, oldest first."""
-        return self.session.tree.compactions(self.session.session_id)
+        return self.session.storage.compactions()
 
     def get_compaction_events(self) -> list[dict[str, Any]]:
         """Compaction runs that stored nothing (``kind`` ``"error"`` or ``"noop"``), oldest first."""
-        with self.session.store.lock:
-            return load_events(self.session.store, self.session.session_id)
+        return self.session.storage.compaction_events()
 
     def add_compaction(self, summary: str, from_message_id: str, to_message_id: str) -> CompactionRecord:
         """Store an overlay replacing ``from .. to`` with ``summary`` on every read (upstream ``addCompaction``).
@@ -225,9 +215,9 @@ class SessionCompaction:
         if not isinstance(summary, str):
             raise InvalidMessageError(f"A compaction summary must be a str, not {type(summary).__name__}.")
         for mid in (from_message_id, to_message_id):
-            if not isinstance(mid, str) or not self.session.tree.visible(self.session.session_id, mid):
+            if not isinstance(mid, str) or not self.session.storage.has_message(mid):
                 raise UnknownMessageError(str(mid))
-        return self.session.tree.add_compaction(self.session.session_id, summary, from_message_id, to_message_id)
+        return self.session.storage.add_compaction(summary, from_message_id, to_message_id)
 
     def compact(self, leaf_id: str | None = None, *, trigger: str = "manual") -> dict[str, Any] | None:
         """Summarise part of a branch into an overlay (an error in the summarize function is recorded, not swallowed).
@@ -251,7 +241,7 @@ class SessionCompaction:
             raise ValueError(f"trigger must be 'manual' or 'automatic', not {trigger!r}.")
         leaf = leaf_id or self.session.latest_leaf_id()
         before = self.estimate_tokens(leaf)
-        self.session._status("compacting", estimate=before, phase="compacting", trigger=trigger, leaf_id=leaf)
+        self.session.events.status("compacting", estimate=before, phase="compacting", trigger=trigger, leaf_id=leaf)
         history, path = self.session._history(leaf)
         try:
             raw = fn(history, token_counter=self.session.token_counter) if self.fn_takes_counter else fn(history)
@@ -260,21 +250,21 @@ class SessionCompaction:
                                       "string from_message_id, to_message_id and summary.")
         except Exception as exc:
             self.last_outcome = "error"
-            record_event(self.session.store, self.session.session_id, "error", trigger=trigger, leaf_id=leaf,
+            self.session.storage.record_compaction_event("error", trigger=trigger, leaf_id=leaf,
                          tokens_before=before, error=exc)
             self.failed(exc)
             return None
         ids = [m["id"] for m in history]
         if raw is None or _result_field(raw, "to_message_id", "toMessageId") not in ids:
             self.last_outcome = "noop"
-            record_event(self.session.store, self.session.session_id, "noop", trigger=trigger, leaf_id=leaf,
+            self.session.storage.record_compaction_event("noop", trigger=trigger, leaf_id=leaf,
                          tokens_before=before)
-            self.session._status("compaction_skipped", estimate=before, trigger=trigger, leaf_id=leaf)
+            self.session.events.status("compaction_skipped", estimate=before, trigger=trigger, leaf_id=leaf)
             return None
         summary = _result_field(raw, "summary", "summary")
         to_id = _result_field(raw, "to_message_id", "toMessageId")
         id_set = set(ids)
-        existing = [c for c in self.session.tree.compactions(self.session.session_id)
+        existing = [c for c in self.session.storage.compactions()
                     if COMPACTION_PREFIX + c.id in id_set
                     or (c.from_message_id in id_set and c.to_message_id in id_set)]
         from_id = existing[0].from_message_id if existing else _result_field(raw, "from_message_id", "fromMessageId")
@@ -282,16 +272,19 @@ class SessionCompaction:
         after_history = self.session._history(leaf, extra=pending)[0]
         after = self._estimate_of(after_history)
         covered = path.index(to_id) - path.index(from_id) + 1 if from_id in path and to_id in path else None
-        record = self.session.tree.add_compaction(self.session.session_id, summary, from_id, to_id, leaf_id=leaf,
+        record = self.session.storage.add_compaction(summary, from_id, to_id, leaf_id=leaf,
                                           messages_covered=covered, tokens_before=before, tokens_after=after,
                                           trigger=trigger)
         self.noop_warned = False
         self.last_outcome = "compacted"
+        self.count += 1
         event = {"type": "compacted", "session_id": self.session.session_id, "compaction": record.to_dict()}
         self.notify_compacted(event)
-        self.session._status("compacted", estimate=self.estimate_tokens() if self.session._needs_estimate() else 0,
-                     frame_extra={"compacted": {"tokensBefore": before}}, compaction=record.to_dict(),
-                     tokensBefore=before, tokensAfter=after)
+        self.session.events.changed({"type": "compact"})
+        events = self.session.events
+        events.status("compacted", estimate=self.estimate_tokens() if events.needs_estimate() else 0,
+                      frame_extra={"compacted": {"tokensBefore": before}}, compaction=record.to_dict(),
+                      tokensBefore=before, tokensAfter=after)
         return {"id": record.id, "from_message_id": from_id, "to_message_id": to_id, "summary": summary}
 
     def _estimate_of(self, history: list[dict[str, Any]]) -> int:
@@ -306,4 +299,4 @@ class SessionCompaction:
             try:
                 listener(event)
             except Exception as exc:
-                self.session._report(exc)
+                self.session.events.report(exc)

@@ -10,7 +10,11 @@ Invariants:
 * A block with no provider is stored in the agent under ``(session id, label)``, and ``with_cached_prompt()``
   stores the prompt under ``(session id, "_system_prompt")``, so no two sessions share a stored block.
 * After a compaction or ``clear_messages()`` the frozen prompt is refreshed, and the loaded-skill set is rebuilt
-  from what the model can still see.
+  from what the model can still see. A skill block added by any path once the blocks exist (``add_context``,
+  ``with_context``, ``context.add_context``) has its loaded skills read back from the history at once, as when
+  the blocks are first created, so a skill loaded earlier in the conversation is not loaded twice.
+* A session on a bare :class:`~agentlab.session.storage.SessionStorage` (no agent, no store) has no default
+  provider: a block needs an explicit one, and so does ``with_cached_prompt``; unloaded texts are not archived.
 * ``unload_context`` replaces the loaded text in history by a marker; the text itself is archived in
   ``context_unloaded`` and stays readable through :meth:`SessionContext.unloaded_skill_text`.
 """
@@ -37,7 +41,8 @@ class ContextHost(Protocol):
     """What :class:`SessionContext` needs from its session (a :class:`~agentlab.session.session.Session`)."""
 
     agent: Any
-    store: Store
+    store: Store | None
+    storage: Any
     session_id: str
     system_prompt_provider: Callable[[], str | None] | None
     context_blocks_provider: Callable[[], list[Any]] | None
@@ -93,6 +98,9 @@ class SessionContext:
 
     def cache_prompt(self, store: Any = None) -> None:
         """Keep the frozen prompt across restarts, in ``store`` or in the agent (the ``with_cached_prompt`` builder)."""
+        if store is None and self._owner() is None:
+            raise ContextError("with_cached_prompt() needs a provider to keep the prompt in when the session has no "
+                               "agent or store: pass one, e.g. with_cached_prompt(my_provider).")
         self.cached_prompt = True
         self.prompt_store = store
         if self._blocks is not None:
@@ -141,18 +149,41 @@ class SessionContext:
             blocks = ContextBlocks(
                 self.configs,
                 self._prompt_store(),
-                default_provider=self._provider,
+                default_provider=self._provider if self._owner() is not None else None,
                 on_unload=self._unloaded,
                 on_error=self.session._report,
-                lock=self.session.store.lock,
+                on_add=self._added,
+                lock=self.session.storage.lock,
             )
             self._blocks = blocks
-            if any(isinstance(c.provider, SkillProvider) for c in self.configs):
+            labels = [c.label for c in self.configs if isinstance(c.provider, SkillProvider)]
+            if labels:
                 try:
-                    blocks.restore_loaded_skills(scan_loaded_skills(self.session.get_history()))
+                    blocks.restore_loaded_skills(self._loaded_in_history(labels))
                 except Exception as exc:
                     self.session._report(exc)
         return self._blocks
+
+    def _loaded_in_history(self, labels: list[str]) -> list[str]:
+        """The skills of blocks ``labels`` that the conversation has loaded and not unloaded (``"label:key"``)."""
+        prefixes = tuple(f"{label}:" for label in labels)
+        return [name for name in scan_loaded_skills(self.session.get_history()) if name.startswith(prefixes)]
+
+    def _skill_labels(self, blocks: ContextBlocks) -> list[str]:
+        return [label for label in blocks.labels if isinstance(getattr(blocks.config(label), "provider", None),
+                                                                SkillProvider)]
+
+    def _added(self, block: ContextBlock) -> None:
+        """A block was added after the blocks existed: if it holds skills, mark those the history has loaded."""
+        if not block.is_skill or self._blocks is None:
+            return
+        try:
+            found = self._loaded_in_history([block.label])
+        except Exception as exc:
+            self.session._report(exc)
+            return
+        if found:
+            self._blocks.restore_loaded_skills([*self._blocks.loaded_skills, *found])
 
     def _after_compaction(self, event: Mapping[str, Any]) -> None:
         blocks = self.blocks
@@ -160,7 +191,8 @@ class SessionContext:
             blocks.restore_loaded_skills([])
         else:
             # Loaded texts hidden by the summary are no longer in the model's view: forget them.
-            blocks.restore_loaded_skills(scan_loaded_skills(self.session.get_history()))
+            labels = self._skill_labels(blocks)
+            blocks.restore_loaded_skills(self._loaded_in_history(labels) if labels else [])
         blocks.refresh_system_prompt()
 
     def _unloaded(self, label: str, key: str) -> None:
@@ -178,6 +210,9 @@ class SessionContext:
             parts[call.part_index] = {**part, call.field: f"[skill unloaded: {key}]"}
             tool_use_id = part.get("tool_use_id", part.get("toolCallId", f"{message['id']}#{call.part_index}"))
             store = self.session.store
+            if store is None:  # no store to archive the text in
+                self.session.update_message({**message, "parts": parts})
+                return
             with store.transaction():
                 store.execute(
                     """
@@ -193,6 +228,8 @@ class SessionContext:
 
     def unloaded_skill_text(self, label: str, key: str) -> str | None:
         """The text that ``unload_context`` last removed from this conversation for ``label:key``, or None."""
+        if self.session.store is None:
+            return None
         rows = self.session.store.execute(
             """
             SELECT content FROM context_unloaded WHERE session_id = ? AND label = ? AND key = ?

@@ -19,9 +19,10 @@ deletes, clears, renames and usage updates of a session with a row bump its ``up
 from __future__ import annotations
 
 import builtins
+import copy
 import math
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -35,7 +36,15 @@ from agentlab.store.clock import clock_of
 from agentlab.store.database import Store
 from agentlab.store.naming import validate_name
 
-__all__ = ["SessionInfo", "SessionManager"]
+__all__ = ["SESSION_SEARCH_TOOL", "SessionInfo", "SessionManager"]
+
+SESSION_SEARCH_TOOL: dict[str, Any] = {
+    "name": "session_search",
+    "description": "Search past conversations for relevant context. Searches across all sessions.",
+    "input_schema": {"type": "object", "properties": {"query": {"type": "string", "description": "Search query"}},
+                     "required": ["query"]},
+}
+"""Upstream's ``SessionManager.tools()`` tool, as an Anthropic tool definition (description and schema verbatim)."""
 
 _COLUMNS = ("id, name, parent_session_id, fork_message_id, model, source, input_tokens, output_tokens, "
             "estimated_cost, end_reason, created_at, updated_at, seq")
@@ -275,3 +284,31 @@ class SessionManager:
         Each hit carries its ``session_id``; see :meth:`agentlab.session.Session.search`.
         """
         return search_tree(self.tree, None, query, mode=mode, limit=limit, role=role)
+
+    # -- tools ---------------------------------------------------------------------------------------------------
+
+    def tools(self) -> builtins.list[dict[str, Any]]:
+        """The manager's tool for the model (upstream ``SessionManager.tools()``): ``session_search``, which
+        searches every session's messages (all of the words, best first) and answers with up to 10 hits as
+        ``[role] text`` joined by ``"\n---\n"``, or ``No results found.``. Run a call with :meth:`run_tool`.
+
+        A :class:`~agentlab.chat.ChatAgent` offers it from ``get_tools()``:
+        ``[{**t, "run": lambda data, name=t["name"]: manager.run_tool(name, data)} for t in manager.tools()]``.
+        """
+        return [copy.deepcopy(SESSION_SEARCH_TOOL)]
+
+    def run_tool(self, name: str, input: Any) -> str:
+        """Execute a ``session_search`` call; never raises (errors come back as ``Error: ...``, as upstream)."""
+        if name != "session_search":
+            return f'Error: unknown tool "{name}". Available tools: session_search'
+        if not isinstance(input, Mapping) or "query" not in input:
+            return 'Error: Invalid input for session_search: "query" is required'
+        if not isinstance(input["query"], str):
+            return 'Error: Invalid input for session_search: "query" must be a string'
+        try:
+            hits = self.search(input["query"], limit=10)
+        except Exception as exc:  # the contract: errors are results, never exceptions
+            return f"Error: {exc}"
+        if not hits:
+            return "No results found."
+        return "\n---\n".join(f"[{hit.role}] {hit.text}" for hit in hits)

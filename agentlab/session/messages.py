@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import json.encoder
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -24,7 +25,7 @@ from typing import Any, NamedTuple, NoReturn
 from agentlab.errors import InvalidMessageError
 
 __all__ = ["DEFAULT_MAX_DEPTH", "MAX_MESSAGE_NESTING", "UNSET", "Appended", "RecentHistory", "RowStat", "keep_messages",
-           "message_text", "now_iso", "parse_rows", "prepare_message", "prepare_placed"]
+           "message_text", "now_iso", "parse_rows", "prepare_message", "prepare_placed", "recent_window"]
 
 
 class _Unset:
@@ -98,6 +99,10 @@ def _make_encoder() -> Callable[[Any], str]:
 _encode = _make_encoder()
 
 
+SHAPE = "{'id': 'm1', 'role': 'user', 'parts': [{'type': 'text', 'text': 'Hello'}]}"
+"""The stored message shape, shown in errors about it."""
+
+
 def _bad_parts(mid: str, value: Any) -> NoReturn:
     raise InvalidMessageError(
         f"Message {mid!r} needs 'parts' as a list of dicts (content blocks such as {{'type': 'text', 'text': ...}}); "
@@ -139,7 +144,9 @@ def _prepare(message: Any, stamp: str | None, placement: bool) -> tuple[dict[str
             f"A message is a dict with 'id', 'role' and 'parts', not a {type(message).__name__}.")
     mid = message.get("id")
     if not isinstance(mid, str) or not mid:
-        raise InvalidMessageError(f"A message needs a non-empty string 'id'; got {mid!r}.")
+        raise InvalidMessageError(f"A message needs a non-empty string 'id'; got {mid!r}. Messages look like "
+                                  f"{SHAPE}; Session.append_message also converts OpenAI/Anthropic messages "
+                                  "({'role': 'user', 'content': 'Hello'}), giving them an id.")
     role = message.get("role")
     if not isinstance(role, str) or not role:
         raise InvalidMessageError(f"Message {mid!r} needs a non-empty string 'role' (e.g. 'user'); got {role!r}.")
@@ -234,3 +241,16 @@ class RecentHistory:
     messages: list[dict[str, Any]]
     truncated: bool
     total_content_bytes: int
+
+
+def recent_window(stats: list[RowStat], max_bytes: int, min_recent: float = 1) -> int:
+    """Where the byte-bounded window of a path starts (upstream's ``getRecentHistory``): extend from the leaf
+    toward the root while fewer than ``max(1, floor(min_recent))`` rows are taken or the next row still fits in
+    ``max_bytes``."""
+    floor_recent = max(1, math.floor(min_recent))
+    start, used, taken = len(stats), 0, 0
+    while start > 0 and (taken < floor_recent or used + stats[start - 1].bytes <= max_bytes):
+        start -= 1
+        used += stats[start].bytes
+        taken += 1
+    return start

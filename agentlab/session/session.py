@@ -1,9 +1,10 @@
 """The Session: one conversation of an agent as a branching message tree, with search, events and compaction.
 
-A :class:`Session` is a facade over the agent's :class:`~agentlab.session.tree.MessageTree` for one session id (``""``
-is the default session). It re-creates upstream's ``Session``: appends that branch,
-history read through non-destructive compaction overlays, full-text search, a token estimate with an automatic
-compaction trigger, and status events.
+A :class:`Session` is a facade over the storage of one session's message tree (a
+:class:`~agentlab.session.storage.SessionStorage`: the agent's DuckDB file by default, or any implementation, such as
+:class:`~agentlab.session.memory_storage.InMemorySessionStorage`). It re-creates upstream's ``Session``: appends
+that branch, history read through non-destructive compaction overlays, full-text search, a token estimate with an
+automatic compaction trigger, and status events (:mod:`agentlab.session.events`).
 
 Invariants:
 
@@ -19,26 +20,26 @@ Invariants:
 
 from __future__ import annotations
 
-import logging
-import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from agentlab._hooks import Accessor
 from agentlab.context.blocks import ContextBlocks
 from agentlab.context.prompt import ContextBlock
+from agentlab.errors import SessionError
+from agentlab.session import conversations
 from agentlab.session.compaction import SessionCompaction
 from agentlab.session.compactor import apply_compactions, truncate_older_messages
 from agentlab.session.context import SessionContext
-from agentlab.session.messages import DEFAULT_MAX_DEPTH, UNSET, Appended, RecentHistory, RowStat
+from agentlab.session.duckdb_storage import resolve_owner
+from agentlab.session.events import SessionEvents
+from agentlab.session.intake import Intake, warn_unknown_leaf
+from agentlab.session.messages import DEFAULT_MAX_DEPTH, UNSET, Appended, RecentHistory, RowStat, recent_window
 from agentlab.session.overlays import CompactionRecord
-from agentlab.session.search import SearchHit, search_tree
-from agentlab.session.tree import MessageTree, tree_of
-from agentlab.store.database import Store
+from agentlab.session.search import SearchHit
+from agentlab.session.storage import SearchableStorage
 
 __all__ = ["UNSET", "SearchHit", "Session"]
-
-logger = logging.getLogger("agentlab.session")
 
 Event = dict[str, Any]
 
@@ -47,9 +48,10 @@ class Session:
     """One conversation (session id) of an agent: a branching message tree with search and compaction.
 
     Args:
-        agent_or_store: An :class:`~agentlab.agent.Agent` (frames are broadcast to its connections) or a bare
-            :class:`~agentlab.store.Store`.
-        session_id: Which session of the agent; ``""`` is the default one.
+        agent_or_store: An :class:`~agentlab.agent.Agent` (frames are broadcast to its connections), a bare
+            :class:`~agentlab.store.Store`, or a :class:`~agentlab.session.storage.SessionStorage` (then context
+            blocks need explicit providers and nothing is broadcast, as upstream with a ``SessionProvider``).
+        session_id: Which session of the agent; ``""`` is the default one (a storage knows its own).
         token_counter: Replaces the built-in estimate: called as ``counter(messages=..., system_prompt=...,
             context_blocks=...)``; its answer is clamped by :func:`~agentlab.context.tokens.normalize_count`.
         system_prompt_provider: Returns the system prompt text counted in the estimate (default: none, "").
@@ -69,23 +71,20 @@ class Session:
         system_prompt_provider: Callable[[], str | None] | None = None,
         max_depth: int = DEFAULT_MAX_DEPTH,
     ) -> None:
-        if isinstance(agent_or_store, Store):
-            self.agent, self.store = None, agent_or_store
-        elif isinstance(getattr(agent_or_store, "store", None), Store):
-            self.agent, self.store = agent_or_store, agent_or_store.store
-        else:
-            raise TypeError(f"Session needs an Agent or a Store, not {type(agent_or_store).__name__}.")
         if not isinstance(session_id, str):
             raise TypeError(f"session_id must be a str ('' for the default session), not {session_id!r}.")
         if not isinstance(max_depth, int) or max_depth < 1:
             raise ValueError(f"max_depth must be a positive int, not {max_depth!r}.")
-        self.session_id = session_id
-        self.tree: MessageTree = tree_of(self.store)
+        self.agent, self.store, self.storage = resolve_owner(agent_or_store, session_id)
+        self.session_id = self.storage.session_id
+        self.tree = getattr(self.storage, "tree", None)
+        """The agent's :class:`~agentlab.session.tree.MessageTree` when stored in DuckDB, else None."""
         self.token_counter = token_counter
         self.system_prompt_provider = system_prompt_provider
         self.context_blocks_provider: Callable[[], list[Any]] | None = None
         self.max_depth = max_depth
-        self._subscribers: list[Callable[[Event], Any]] = []
+        self.events = SessionEvents(self)
+        """Subscribers, message-change listeners and agent frames; the event methods below forward to it."""
         self.compaction = SessionCompaction(self)
         """The session's compaction function, threshold and token estimate; the methods below forward to it."""
         self.session_context = SessionContext(self)
@@ -93,12 +92,12 @@ class Session:
 
     @classmethod
     def create(cls, agent: Any, session_id: str = "", **options: Any) -> Session:
-        """Builder entry point (upstream ``Session.create(agent)``): chain ``.on_compaction(fn)``,
+        """Builder entry point (upstream ``Session.create(agent_or_provider)``): chain ``.on_compaction(fn)``,
         ``.compact_after(n)`` and ``.on_compaction_error(handler)`` on the result."""
         return cls(agent, session_id, **options)
 
     def __repr__(self) -> str:
-        owner = self.agent.name if self.agent is not None else self.store.path
+        owner = self.agent.name if self.agent is not None else self.store.path if self.store else self.storage
         return f"<Session {self.session_id!r} of {owner!r}>"
 
     # -- messages ------------------------------------------------------------------------------
@@ -107,18 +106,24 @@ class Session:
         """Append one message.
 
         Args:
-            message: ``{"id", "role", "parts", "created_at"?}``; ``created_at`` is filled in if missing.
+            message: ``{"id", "role", "parts", "created_at"?}``; ``created_at`` is filled in if missing. An OpenAI
+                or Anthropic message (``{"role", "content"}``) is converted (:mod:`agentlab.session.formats`).
             parent_id: Omitted: after the latest leaf. ``None``: a new root. An id: under that message (a branch).
 
         Returns:
-            What happened; ``duplicate=True`` if the id already existed (nothing changed: the first content wins).
+            What happened; ``duplicate=True`` if the id already existed (nothing changed: the first content wins,
+            with a :class:`~agentlab.errors.DuplicateMessageWarning` when the content differs). An unknown role
+            gives an :class:`~agentlab.errors.UnknownRoleWarning`.
 
         Raises:
             InvalidMessageError: Bad message (nothing stored), or the id belongs to another session.
             UnknownMessageError: ``parent_id`` is not a message of this session.
         """
-        appended, stored = self.tree.append(self.session_id, message, parent_id)
-        self.store.after_commit(lambda: self._after_append([appended], [stored] if not appended.duplicate else []))
+        intake = Intake()
+        appended, stored = self.storage.append(intake.take(message), parent_id)
+        intake.check(self.storage, [appended], stacklevel=2)
+        self.storage.after_commit(lambda: self.events.after_append(
+            [appended], [stored] if not appended.duplicate else [], intake.given))
         return appended
 
     def append_messages(self, messages: Iterable[Mapping[str, Any]], parent_id: Any = UNSET) -> list[Appended]:
@@ -130,8 +135,10 @@ class Session:
         Raises:
             InvalidMessageError, UnknownMessageError: As :meth:`append_message`; nothing is stored.
         """
-        results, stored = self.tree.append_many(self.session_id, messages, parent_id)
-        self.store.after_commit(lambda: self._after_append(results, stored))
+        intake = Intake()
+        results, stored = self.storage.append_many(intake.stream(messages), parent_id)
+        intake.check(self.storage, results, stacklevel=2)
+        self.storage.after_commit(lambda: self.events.after_append(results, stored, intake.given))
         return results
 
     def get_history(self, leaf_id: str | None = None) -> list[dict[str, Any]]:
@@ -141,30 +148,35 @@ class Session:
             leaf_id: Any message of this session (it may be interior); falsy means the latest leaf.
 
         Returns:
-            The messages, root first; ``[]`` for an unknown id or an empty session.
+            The messages, root first; ``[]`` for an empty session, or for an unknown id (as upstream, with an
+            :class:`~agentlab.errors.UnknownLeafWarning`).
         """
-        return self._history(leaf_id)[0]
+        history, ids = self._history(leaf_id)
+        if not ids and leaf_id:
+            warn_unknown_leaf(self.storage, leaf_id, stacklevel=2)
+        return history
 
     def _history(self, leaf_id: str | None, extra: Any = None) -> tuple[list[dict[str, Any]], list[str]]:
-        with self.store.lock:
-            ids = self.tree.path_ids(self.session_id, leaf_id, max_depth=self.max_depth)
-            raw = self.tree.read(ids)
-            overlays: list[Any] = list(self.tree.compactions(self.session_id))
+        storage = self.storage
+        with storage.lock:
+            ids = storage.path_ids(leaf_id, max_depth=self.max_depth)
+            raw = storage.read(ids)
+            overlays: list[Any] = list(storage.compactions())
         if extra is not None:
             overlays.append(extra)
         return (apply_compactions(raw, overlays) if overlays else raw), ids
 
     def get_message(self, message_id: str) -> dict[str, Any] | None:
         """The stored message (no overlay), or None if this session has no such message."""
-        return self.tree.get(self.session_id, message_id)
+        return self.storage.get_message(message_id)
 
     def get_branches(self, message_id: str) -> list[dict[str, Any]]:
         """The children of ``message_id`` in this session, oldest first: the alternatives at that point."""
-        return self.tree.read(self.tree.children_ids(self.session_id, message_id))
+        return self.storage.read(self.storage.children_ids(message_id))
 
     def latest_leaf_id(self) -> str | None:
         """Id of the current tip: the newest message with no child."""
-        return self.tree.latest_leaf_id(self.session_id)
+        return self.storage.latest_leaf_id()
 
     def latest_leaf(self) -> dict[str, Any] | None:
         """The current tip message (no overlay), or None for an empty session."""
@@ -173,11 +185,11 @@ class Session:
 
     def path_length(self, leaf_id: str | None = None) -> int:
         """Stored messages on the path to ``leaf_id`` (latest leaf if falsy), overlays not applied."""
-        return len(self.tree.path_ids(self.session_id, leaf_id, max_depth=self.max_depth))
+        return len(self.storage.path_ids(leaf_id, max_depth=self.max_depth))
 
     def get_history_row_stats(self, leaf_id: str | None = None) -> list[RowStat]:
         """``(id, role, bytes)`` per stored message on the path, without reading contents."""
-        return self.tree.row_stats(self.session_id, leaf_id, max_depth=self.max_depth)
+        return self.storage.row_stats(leaf_id, max_depth=self.max_depth)
 
     def get_recent_history(self, max_bytes: int, min_recent: int = 1, *,
                            leaf_id: str | None = None) -> RecentHistory:
@@ -187,14 +199,9 @@ class Session:
         inside the window (an overlay starting before it is not applied).
         """
         stats = self.get_history_row_stats(leaf_id)
-        floor_recent = max(1, math.floor(min_recent))
-        start, used, taken = len(stats), 0, 0
-        while start > 0 and (taken < floor_recent or used + stats[start - 1].bytes <= max_bytes):
-            start -= 1
-            used += stats[start].bytes
-            taken += 1
-        raw = self.tree.read([s.id for s in stats[start:]])
-        overlays = self.tree.compactions(self.session_id)
+        start = recent_window(stats, max_bytes, min_recent)
+        raw = self.storage.read([s.id for s in stats[start:]])
+        overlays = self.storage.compactions()
         messages = apply_compactions(raw, overlays) if overlays else raw
         return RecentHistory(messages, start > 0, sum(s.bytes for s in stats))
 
@@ -212,11 +219,27 @@ class Session:
         """Replace the stored content of the message with this id (role and parent stay), and re-index it.
 
         Raises:
-            UnknownMessageError: This session stores no message with that id.
+            UnknownMessageError: This session stores no message with that id (upstream does nothing; an error
+                is safer, since the caller meant to change something).
             ForkedHistoryError: The message is shared with a fork.
         """
-        stored = self.tree.update(self.session_id, message)
-        self.store.after_commit(lambda: self._status("updated", ids=[stored["id"]]))
+        stored = self.storage.update(message)
+
+        def done() -> None:
+            self.events.status("updated", ids=[stored["id"]])
+            self.events.changed({"type": "update", "message": stored})
+
+        self.storage.after_commit(done)
+
+    def rewrite_message(self, message: Mapping[str, Any]) -> None:
+        """:meth:`update_message` without the status event, frame and token estimate (upstream's
+        ``internal_rewriteMessage``): for maintenance passes over many rows. Message-change listeners are told.
+
+        Raises:
+            UnknownMessageError, ForkedHistoryError: As :meth:`update_message`.
+        """
+        stored = self.storage.update(message)
+        self.storage.after_commit(lambda: self.events.changed({"type": "update", "message": stored}))
 
     def delete_messages(self, ids: Iterable[str]) -> int:
         """Delete messages of this session (unknown ids are ignored); returns how many were deleted.
@@ -225,20 +248,31 @@ class Session:
         """
         if isinstance(ids, str):
             ids = [ids]
-        deleted = self.tree.delete(self.session_id, ids)
-        self.store.after_commit(lambda: self._status("deleted", ids=deleted))
+        deleted = self.storage.delete(ids)
+
+        def done() -> None:
+            self.events.status("deleted", ids=deleted)
+            self.events.changed({"type": "delete", "message_ids": deleted})
+
+        self.storage.after_commit(done)
         return len(deleted)
 
     def clear_messages(self) -> None:
         """Delete every message and overlay of this session; ``on_compacted`` listeners are told."""
-        self.tree.clear(self.session_id)
+        self.storage.clear()
         self.compaction.estimate_cache = None
 
         def done() -> None:
             self.compaction.notify_compacted({"type": "cleared", "session_id": self.session_id})
-            self._status("cleared")
+            self.events.status("cleared")
+            self.events.changed({"type": "clear"})
 
-        self.store.after_commit(done)
+        self.storage.after_commit(done)
+
+    # -- conversations in chat formats (:mod:`agentlab.session.conversations`) -----------------------------------------
+
+    import_conversation = conversations.import_conversation
+    export_conversation = conversations.export_conversation
 
     # -- search --------------------------------------------------------------------------------
 
@@ -258,11 +292,13 @@ class Session:
             Hits, best first, each with id, role, text, snippet, score, session and whether it is on the
             current branch of its session.
         """
-        scope = None if all_sessions and branch is None else self.session_id
-        return search_tree(self.tree, scope, query, mode=mode, limit=limit, role=role, branch=branch,
-                           max_depth=self.max_depth)
+        if not isinstance(self.storage, SearchableStorage):
+            raise SessionError(f"This session's storage ({type(self.storage).__name__}) does not support search; "
+                               "use one that has search(), such as the default DuckDB storage.")
+        return self.storage.search(query, mode=mode, limit=limit, role=role, branch=branch,
+                                   all_sessions=all_sessions, max_depth=self.max_depth)
 
-    # -- events --------------------------------------------------------------------------------
+    # -- events (forwarded to :attr:`events`) -------------------------------------------------------------------
 
     def subscribe(self, callback: Callable[[Event], Any]) -> Callable[[], None]:
         """Call ``callback(event)`` for every session event; returns a function that unsubscribes.
@@ -271,13 +307,17 @@ class Session:
         ``"compacting"``, ``"compacted"``, ``"compaction_skipped"``, ``"error"``), ``session_id``,
         ``tokenEstimate`` and ``tokenThreshold``, plus per-type details (``ids``, ``compaction``, ``error``...).
         """
-        self._subscribers.append(callback)
+        return self.events.subscribe(callback)
 
-        def unsubscribe() -> None:
-            if callback in self._subscribers:
-                self._subscribers.remove(callback)
+    def on_messages_changed(self, listener: Callable[[Event], Any]) -> Callable[[], None]:
+        """Call ``listener(event)`` after every change to the stored messages (upstream's
+        ``internal_onMessagesChanged``, for hosts that keep their own copy); returns an unsubscribe function.
 
-        return unsubscribe
+        Events: ``{"type": "append", "message", "parent_id", "inserted"}``, ``{"type": "update", "message"}``,
+        ``{"type": "delete", "message_ids"}``, ``{"type": "clear"}``, ``{"type": "compact"}`` (an append that set
+        off an automatic compaction is announced by ``compact`` alone: re-read the history).
+        """
+        return self.events.on_messages_changed(listener)
 
     def on_compacted(self, listener: Callable[[Event], Any]) -> Callable[[], None]:
         """Call ``listener(event)`` after each successful compaction and after :meth:`clear_messages` (the
@@ -287,55 +327,7 @@ class Session:
         return lambda: listeners.remove(listener) if listener in listeners else None
 
     def _report(self, exc: BaseException) -> None:
-        if self.agent is not None and not self.agent.closed:
-            try:
-                self.agent.on_error(exc)
-                return
-            except Exception:  # an on_error that raises must not break the write either
-                pass
-        logger.warning("session %r: %s: %s", self.session_id, type(exc).__name__, exc)
-
-    def _emit(self, event: Event) -> None:
-        for callback in list(self._subscribers):
-            try:
-                callback(event)
-            except Exception as exc:
-                self._report(exc)
-
-    def _broadcast(self, frame: Event) -> None:
-        if self.agent is not None and not self.agent.closed:
-            self.agent.broadcast(frame)
-
-    def _has_audience(self) -> bool:
-        return bool(self._subscribers) or (self.agent is not None and not self.agent.closed
-                                           and bool(self.agent.connections))
-
-    def _status(self, kind: str, *, estimate: int | None = None, phase: str = "idle", frame_extra: Event | None = None,
-                **details: Any) -> int:
-        """Emit one event and one ``cf_agent_session`` frame; returns the estimate used."""
-        if estimate is None:
-            estimate = self.estimate_tokens() if self._needs_estimate() else 0
-        self._emit({"type": kind, "session_id": self.session_id, "tokenEstimate": estimate,
-                    "tokenThreshold": self.compaction.threshold, **details})
-        self._broadcast({"type": "cf_agent_session", "phase": phase, "tokenEstimate": estimate,
-                         "tokenThreshold": self.compaction.threshold, **(frame_extra or {})})
-        return estimate
-
-    def _needs_estimate(self) -> bool:
-        return self._has_audience() or (self.compaction.threshold is not None and self.compaction.fn is not None)
-
-    # -- after an append -------------------------------------------------------------------------
-
-    def _after_append(self, appended: list[Appended], stored: list[dict[str, Any]]) -> None:
-        try:
-            self.compaction.advance_estimate(appended, stored)
-            new_ids = [a.id for a in appended if not a.duplicate]
-            estimate = self._status("appended", ids=[a.id for a in appended], new_ids=new_ids,
-                                    duplicate=not new_ids)
-            if new_ids:
-                self.compaction.maybe_auto_compact(estimate)
-        except Exception as exc:  # the append itself succeeded; never fail it afterwards
-            self.compaction.failed(exc)
+        self.events.report(exc)
 
     # -- compaction (forwarded to :attr:`compaction`) ---------------------------------------------------------
 

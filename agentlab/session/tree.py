@@ -87,17 +87,18 @@ class MessageTree(TreeIndex):
                 "across the agent, so give this message a new id.")
         return False
 
-    def _check_cycle(self, mid: str, parent: str | None) -> None:
-        # Only the id of a deleted message, appended again, can have children already (its orphans).
+    def _check_cycle(self, mid: str, parent: str | None, pending: Mapping[str, str | None] = {}) -> None:
+        # Only the id of a deleted message, appended again, can have children already (its orphans). The walk goes
+        # through ``pending`` (id -> parent of the batch's earlier messages, not in the map yet) too.
         if mid not in self._dangling:
             return
         cur, steps = parent, 0
-        while cur is not None and steps <= len(self._parent):
+        while cur is not None and steps <= len(self._parent) + len(pending):
             if cur == mid:
                 raise InvalidMessageError(
                     f"Appending {mid!r} under {parent!r} would make a cycle: {parent!r} descends from an earlier "
                     f"message with id {mid!r}. Use a new id.")
-            cur, steps = self._parent.get(cur), steps + 1
+            cur, steps = self._parent[cur] if cur in self._parent else pending.get(cur), steps + 1
 
     def _add(self, session_id: str, rows: Iterable[tuple[str, str | None, int, str]]) -> None:
         """Put new rows ``(id, parent, seq, role)`` of one session, in seq order, into the map."""
@@ -211,7 +212,7 @@ class MessageTree(TreeIndex):
                     plan.append((mid, self._parent.get(mid), known[mid]))
                 else:
                     if mid in dangling:
-                        self._check_cycle(mid, parent)
+                        self._check_cycle(mid, parent, dict(zip(ids, parents)))
                     new[mid] = len(ids)
                     ids.append(mid)
                     parents.append(parent)

@@ -40,6 +40,7 @@ import duckdb
 
 from agentlab.errors import (
     AgentClosedError,
+    AgentDestroyedError,
     AgentFileError,
     AgentlabError,
     CheckpointWarning,
@@ -127,6 +128,7 @@ class Store:
         self._depth = 0
         self._conn: duckdb.DuckDBPyConnection | None = None
         self._closed_by_user = False
+        self._destroyed = False
         self._health = StoreHealth()
         self._last_checkpoint_try = 0.0
         # Callbacks for in-memory caches derived from the file (parent maps, postings, FAISS):
@@ -181,6 +183,8 @@ class Store:
     def conn(self) -> duckdb.DuckDBPyConnection:
         """The raw DuckDB connection. Hold :attr:`lock` while using it."""
         if self._conn is None:
+            if self._destroyed:
+                raise AgentDestroyedError(f"The agent file {self.path} was destroyed; get_agent() makes a new one.")
             if self._closed_by_user:
                 raise AgentClosedError(
                     f"The store {self.path} is closed; open the agent again with get_agent()."
@@ -214,6 +218,17 @@ class Store:
                 key = _file_key(self.path)
                 if _open_files.get(key) is self:
                     del _open_files[key]
+
+    def destroy(self) -> None:
+        """Close the store and delete its file with the files DuckDB keeps beside it; later use raises
+        :class:`~agentlab.errors.AgentDestroyedError`. Safe to call twice."""
+        with self.lock:
+            self._destroyed = True
+            self.close()
+        if self.path != MEMORY:
+            from agentlab.store.files import remove_database_files
+
+            remove_database_files(Path(self.path))
 
     def _reopen(self, *, raise_errors: bool = False) -> None:
         """Replace a connection DuckDB invalidated (after a failed checkpoint) by a fresh one on the same file.

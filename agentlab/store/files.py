@@ -3,9 +3,10 @@
 Invariants:
 
 * DuckDB never installs or loads an extension while opening a file.
-* A file that is not an agentlab file (not DuckDB, truncated, a directory, another application's tables) raises
-  :class:`~agentlab.errors.AgentFileError` and is left byte for byte as it was; one written by a newer schema
-  raises :class:`~agentlab.errors.SchemaTooNewError` unless opened read-only.
+* A file that is not an agentlab file (not DuckDB, truncated, a directory, another application's tables), or whose
+  write-ahead log cannot be replayed (damaged, or another file's), raises :class:`~agentlab.errors.AgentFileError`
+  and is left byte for byte as it was, its log too; one written by a newer schema raises
+  :class:`~agentlab.errors.SchemaTooNewError` unless opened read-only.
 * A new file appears complete or not at all: it is built and migrated under a temporary name in a folder beside
   its path and linked into place, so a process that loses a race to create it opens the winner's file.
 * Pending migrations are applied each with its record in one transaction.
@@ -16,6 +17,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import shutil
 import socket
 import uuid
 from collections.abc import Sequence
@@ -32,7 +34,8 @@ from agentlab.errors import (
 )
 from agentlab.store.migrations import Migration
 
-__all__ = ["DURABLE", "MEMORY", "connect", "create_file", "is_disk_full", "migrate", "open_reason"]
+__all__ = ["DURABLE", "MEMORY", "connect", "create_file", "is_disk_full", "migrate", "open_reason",
+           "remove_database_files"]
 
 MEMORY = ":memory:"
 
@@ -87,15 +90,18 @@ def connect(path: str, read_only: bool) -> duckdb.DuckDBPyConnection:
             raise AgentLockedError(path, match.group(1).strip() if match else "") from None
         if isinstance(exc, duckdb.IOException) and is_disk_full(exc):
             raise DiskFullError(path, "opening it") from exc
-        if isinstance(exc, (duckdb.IOException, duckdb.SerializationException, duckdb.InternalException,
-                            duckdb.InvalidInputException, duckdb.FatalException)):
-            raise AgentFileError(path, open_reason(path, text)) from exc
-        raise
+        # Whatever else DuckDB says while opening (a bad header, a damaged log: some of these are its base
+        # ``duckdb.Error``) is about the file, never about the caller's arguments.
+        raise AgentFileError(path, open_reason(path, text)) from exc
 
 
 def open_reason(path: str, text: str) -> str:
     if os.path.isdir(path):
         return "it is a directory"
+    if "WAL" in text:
+        detail = text.split('": ', 1)[-1].splitlines()[0].rstrip(".")  # DuckDB's words after the log's path
+        return (f"its write-ahead log {path}.wal cannot be replayed ({detail}); moving that .wal aside opens the "
+                "file as of its last checkpoint, without the writes logged after it")
     for marker, reason in (("Read-only file system", "its file system is read-only"),
                            ("Permission denied", "this process may not write it")):
         if marker in text:
@@ -241,5 +247,17 @@ def create_file(path: Path, migrations: Sequence[Migration]) -> None:
         _remove_quietly(temp)
         try:
             work.rmdir()  # only once empty: other creations may still be under way
+        except OSError:
+            pass
+
+
+def remove_database_files(path: Path) -> None:
+    """Remove a DuckDB file with its log (``.wal``) and its spill folder (``.tmp``), ignoring what is not there."""
+    for leftover in (path, path.with_name(path.name + ".wal"), path.with_name(path.name + ".tmp")):
+        if leftover.is_dir() and not leftover.is_symlink():
+            shutil.rmtree(leftover, ignore_errors=True)
+            continue
+        try:
+            leftover.unlink(missing_ok=True)
         except OSError:
             pass

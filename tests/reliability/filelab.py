@@ -1,7 +1,7 @@
 """Trials on the agent file itself, shared by tests/reliability/test_files.py and benchmarks/reliability.py.
 
-* :func:`bad_file_trial`: a file that is not an agent file at an agent's path must raise
-  :class:`~agentlab.errors.AgentFileError` and keep its bytes.
+* :func:`bad_file_trial`: a file that is not an agent file at an agent's path (or an agent file whose log cannot
+  be replayed) must raise :class:`~agentlab.errors.AgentFileError` and keep its bytes, and its log's.
 * :func:`race_trial`: processes racing to create one new agent each get it or the typed lock error.
 * :func:`checkpoint_trial`: appends on a small tmpfs until DuckDB's automatic checkpoint fails; every
   acknowledged write must be readable, then and after reopening.
@@ -28,7 +28,7 @@ from agentlab.store.naming import agent_path
 from agentlab.session.session import Session
 from agentlab.store.database import Store
 
-BAD_KINDS = ("empty", "garbage", "text", "parquet", "sqlite", "truncated", "foreign")
+BAD_KINDS = ("empty", "garbage", "text", "parquet", "sqlite", "truncated", "foreign", "damaged-log", "foreign-log")
 
 
 class Owner(Agent):
@@ -68,6 +68,16 @@ def write_bad_file(kind: str, path: Path, scratch: Path) -> None:
         conn.execute("CREATE TABLE messages (x INTEGER)")  # even a clashing table name
         conn.execute("INSERT INTO messages VALUES (42)")
         conn.close()
+    elif kind == "damaged-log":  # an agent whose log has entries that fail their checksums
+        _, wal = killed_with_a_log(path.parent.parent)
+        data = bytearray(wal.read_bytes())
+        for i in range(200, len(data), 97):
+            data[i] ^= 0xFF
+        wal.write_bytes(bytes(data))
+    elif kind == "foreign-log":  # an agent with another agent file's log beside it
+        _, wal = killed_with_a_log(path.parent.parent)
+        _, other = killed_with_a_log(scratch / "other")
+        wal.write_bytes(other.read_bytes())
     else:
         raise ValueError(f"unknown kind {kind!r}")
 
@@ -75,8 +85,10 @@ def write_bad_file(kind: str, path: Path, scratch: Path) -> None:
 def bad_file_trial(kind: str, root: Path) -> list[str]:
     """Problems found when opening a ``kind`` file as an agent ([] when refused with its bytes unchanged)."""
     path = agent_path("Owner", "u1", root)
+    wal = path.with_name(path.name + ".wal")
     write_bad_file(kind, path, root)
     before = digest(path)
+    log_before = digest(wal) if wal.exists() else None
     problems = []
     try:
         get_agent(Owner, "u1", root=root).close()
@@ -87,8 +99,10 @@ def bad_file_trial(kind: str, root: Path) -> list[str]:
         problems.append(f"{kind}: {type(exc).__name__}: {exc}")
     if digest(path) != before:
         problems.append(f"{kind}: the file changed")
-    if path.with_name(path.name + ".wal").exists():
+    if log_before is None and wal.exists():
         problems.append(f"{kind}: a WAL appeared beside it")
+    if log_before is not None and (not wal.exists() or digest(wal) != log_before):
+        problems.append(f"{kind}: its WAL changed")
     return problems
 
 
@@ -141,6 +155,34 @@ def race_trial(root: Path, racers: int = 4) -> RaceResult:
     outcomes = [p.communicate(timeout=120)[0].strip() for p in procs]
     folder = root / "racer"
     return RaceResult(outcomes, sorted(p.name for p in folder.iterdir()) if folder.exists() else [])
+
+
+_LOGGED_WRITER = textwrap.dedent(
+    """
+    import os, signal, sys
+    from agentlab import Agent, get_agent
+    from agentlab.session.session import Session
+
+    class Owner(Agent):
+        initial_state = {"n": 0}
+
+    agent = get_agent(Owner, "u1", root=sys.argv[1])
+    agent.store.execute("SET checkpoint_threshold = '1GB'")  # every write stays in the log
+    session = Session.create(agent)
+    for i in range(40):
+        session.append_message({"id": f"m{i}", "role": "user", "parts": [{"type": "text", "text": f"note {i}"}]})
+    os.kill(os.getpid(), signal.SIGKILL)  # no checkpoint at close: the log stays beside the file
+    """
+)
+
+
+def killed_with_a_log(root: Path) -> tuple[Path, Path]:
+    """An agent file whose last writes are only in its write-ahead log (a writer SIGKILLed before a checkpoint)."""
+    subprocess.run([sys.executable, "-c", _LOGGED_WRITER, str(root)], capture_output=True, timeout=120)
+    path = agent_path("Owner", "u1", root)
+    wal = path.with_name(path.name + ".wal")
+    assert wal.is_file() and wal.stat().st_size > 0, "the writer left no log"
+    return path, wal
 
 
 def fill(folder: Path, leave: int) -> Path:

@@ -25,11 +25,18 @@ from .filelab import (
     checkpoint_trial,
     digest,
     fill,
+    killed_with_a_log,
     mount_tmpfs,
     race_trial,
     text_message,
     unmount,
+    write_bad_file,
 )
+
+
+def _block(session, label):
+    session.context.load()
+    return session.get_context_block(label).content
 
 
 @pytest.fixture
@@ -65,6 +72,16 @@ class TestFilesThatAreNotAgents:
         with pytest.raises(AgentFileError, match="SQLite database") as caught:
             get_agent(Owner, "u1", root=tmp_path)
         assert "extension" not in str(caught.value).lower()
+        # DuckDB's own message says whether it tried: with autoloading on it reports a failed download here.
+        assert "download" not in str(caught.value.__cause__).lower()
+
+    def test_agent_connections_never_install_or_load_extensions(self, tmp_path):
+        agent = get_agent(Owner, "u1", root=tmp_path)
+        settings = dict(agent.store.conn.execute(
+            "SELECT name, value FROM duckdb_settings() "
+            "WHERE name IN ('autoinstall_known_extensions', 'autoload_known_extensions')").fetchall())
+        agent.close()
+        assert settings == {"autoinstall_known_extensions": "false", "autoload_known_extensions": "false"}
 
     def test_a_directory_at_the_path_is_refused(self, tmp_path):
         path = self._target(tmp_path)
@@ -100,6 +117,22 @@ class TestFilesThatAreNotAgents:
                 get_agent(Owner, "u2", root=mount)
         finally:
             subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+class TestBrokenLogs:
+    @pytest.mark.parametrize("kind", ["damaged-log", "foreign-log"])
+    def test_a_log_that_cannot_be_replayed_is_named_in_the_error(self, tmp_path, kind):
+        path = agent_path("Owner", "u1", tmp_path)
+        write_bad_file(kind, path, tmp_path)
+        with pytest.raises(AgentFileError, match="write-ahead log") as caught:
+            get_agent(Owner, "u1", root=tmp_path)
+        assert f"{path}.wal" in str(caught.value) and "last checkpoint" in str(caught.value)
+
+    def test_an_intact_log_is_replayed(self, tmp_path):
+        killed_with_a_log(tmp_path)
+        agent = get_agent(Owner, "u1", root=tmp_path)
+        assert [m["id"] for m in Session.create(agent).get_history()] == [f"m{i}" for i in range(40)]
+        agent.close()
 
 
 class TestSchemaVersions:
@@ -149,6 +182,37 @@ class TestFullDisk:
         again = get_agent(Owner, "u1", root=small_disk)
         assert [m["id"] for m in Session.create(again).get_history()] == ["m0", "m2"]
         assert again.state == state_before
+
+    @pytest.mark.parametrize("writer", ["append_messages", "set_block", "vectors"])
+    def test_every_writer_raises_the_typed_error_and_stores_nothing(self, small_disk, writer):
+        from agentlab.search.embedders import HashEmbedder
+        from agentlab.search.vectors import VectorStore
+
+        agent = get_agent(Owner, "u1", root=small_disk)
+        session = Session.create(agent).with_context("memory", description="facts", max_tokens=10**7)
+        vectors = VectorStore(agent.store, "kb", HashEmbedder(8))
+        session.append_message(text_message("m0", "before the disk filled"))
+        session.set_block("memory", "a fact")
+        vectors.add("k0", "first entry")
+        fill(small_disk, leave=0)
+        big = "x" * 2_000_000
+        write = {
+            "append_messages": lambda: session.append_messages([text_message("m1", big), text_message("m2", big)]),
+            "set_block": lambda: session.set_block("memory", big),
+            "vectors": lambda: vectors.add_many([("k1", big, None), ("k2", big, None)], progress=False),
+        }[writer]
+        with pytest.raises(DiskFullError, match="nothing was stored"):
+            write()
+        assert [m["id"] for m in session.get_history()] == ["m0"]
+        assert _block(session, "memory") == "a fact"
+        assert vectors.keys() == ["k0"]
+        (small_disk / "filler").unlink()
+        agent.close()
+        again = get_agent(Owner, "u1", root=small_disk)
+        reopened = Session.create(again).with_context("memory", description="facts", max_tokens=10**7)
+        assert [m["id"] for m in reopened.get_history()] == ["m0"]
+        assert _block(reopened, "memory") == "a fact"
+        assert VectorStore(again.store, "kb", HashEmbedder(8)).keys() == ["k0"]
 
     def test_a_failed_automatic_checkpoint_loses_no_acknowledged_write_and_recovers(self, small_disk):
         result = checkpoint_trial(small_disk)

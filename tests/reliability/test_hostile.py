@@ -19,7 +19,7 @@ import pytest
 
 from agentlab import Agent, get_agent
 from agentlab.session.compactor import create_compact_function
-from agentlab.errors import AgentlabError
+from agentlab.errors import AgentlabError, DuplicateMessageWarning, UnknownLeafWarning
 from agentlab.search.embedders import HashEmbedder
 from agentlab.session.manager import SessionManager
 from agentlab.session.messages import MAX_MESSAGE_NESTING
@@ -138,6 +138,12 @@ class _Soul:
         return "You are careful."
 
 
+def _warned(category: type[Warning], fn: Any, *args: Any) -> Any:
+    """``fn(*args)``, which must warn with ``category`` (a misuse upstream accepts silently, said out loud)."""
+    with pytest.warns(category):
+        return fn(*args)
+
+
 # (name, action, expected): expected is an exception class that must be raised (and be ours),
 # or a function checking the returned value.
 CASES: list[tuple[str, Callable[[Env], Any], Any]] = [
@@ -163,11 +169,11 @@ CASES: list[tuple[str, Callable[[Env], Any], Any]] = [
     ("unknown parent id", lambda e: e.session.append_message(_text("x"), parent_id="nope"), AgentlabError),
     ("parent id that is a number", lambda e: e.session.append_message(_text("x"), parent_id=7), AgentlabError),
     ("a bad message in the middle of a bulk import", lambda e: e.session.append_messages([_text("a1"), {"id": "a2", "role": "user"}, _text("a3")]), AgentlabError),
-    ("duplicate id with other content (first wins)", lambda e: e.session.append_message(_text("m1", "overwrite?")), lambda r: r.duplicate is True),
+    ("duplicate id with other content (first wins)", lambda e: _warned(DuplicateMessageWarning, e.session.append_message, _text("m1", "overwrite?")), lambda r: r.duplicate is True),
     ("update of an unknown message", lambda e: e.session.update_message(_text("ghost")), AgentlabError),
     ("update that changes nothing valid", lambda e: e.session.update_message({"id": "m1", "role": "user", "parts": "x"}), AgentlabError),
     ("delete of unknown ids", lambda e: e.session.delete_messages(["ghost", "ghost2"]), lambda r: r == 0),
-    ("history of an unknown leaf", lambda e: e.session.get_history("ghost"), lambda r: r == []),
+    ("history of an unknown leaf", lambda e: _warned(UnknownLeafWarning, e.session.get_history, "ghost"), lambda r: r == []),
     ("branches of an unknown id", lambda e: e.session.get_branches("ghost"), lambda r: r == []),
     # state
     ("state holding a set", lambda e: e.agent.set_state({"s": {1, 2}}), AgentlabError),
@@ -270,7 +276,8 @@ def test_a_summarizer_that_raises_records_one_error_event_and_changes_nothing_el
 
 def test_the_same_id_twice_in_one_bulk_import_keeps_the_first(tmp_path):
     env = build(tmp_path)
-    appended = env.session.append_messages([_text("d1", "first"), _text("d1", "second")])
+    with pytest.warns(DuplicateMessageWarning, match="'d1'"):
+        appended = env.session.append_messages([_text("d1", "first"), _text("d1", "second")])
     assert [a.duplicate for a in appended] == [False, True]
     assert env.session.get_message("d1")["parts"] == [{"type": "text", "text": "first"}]
 
