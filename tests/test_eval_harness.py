@@ -297,6 +297,15 @@ class TestCommandLineForAnyDataset:
             err = capsys.readouterr().err
             assert message in err and err.count("\n") == 1 and "Traceback" not in err, (argv, err)
 
+    @pytest.mark.slow
+    def test_the_default_strategy_learns_its_weights_on_other_conversations(self, tmp_path, capsys):
+        out = tmp_path / "r.parquet"
+        assert main(["eval", "bundled", "--cache", str(tmp_path / "c.duckdb"), "--no-progress", "--out", str(out)]) == 0
+        assert "default: window2/date q:drop-speakers + turn/speaker q:drop-speakers; cross-validated" in \
+            capsys.readouterr().out
+        saved = Results.load(out)
+        assert set(saved.per_question["tuning"]) == {"cross-validated"} and len(saved.tuning_log) == 3
+
     def test_debug_shows_the_traceback(self, capsys):
         with pytest.raises(UnknownCategoryError):
             main(["eval", "bundled", "--categories", "nope", "--debug", "--no-progress"])

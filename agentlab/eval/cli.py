@@ -44,7 +44,8 @@ def add_command(commands: Any) -> None:
     parser.add_argument("--categories", help="comma-separated ids or names, e.g. 1,temporal (LoCoMo default: 1,2,3,4)")
     parser.add_argument("--question-ids", help="comma-separated question ids to score (default all)")
     parser.add_argument("--limit", type=int, help="score at most this many questions (the first, in dataset order)")
-    parser.add_argument("--folds", type=int, help="cross-fit strategies that learn, with this many conversation folds")
+    parser.add_argument("--folds", type=int, help="cross-fit strategies that learn (such as default) with this many "
+                                                  "conversation folds (default: 5, or fewer conversations)")
     parser.add_argument("--unit", choices=("turn", "window", "session"), help="override every strategy's unit")
     parser.add_argument("--key", help="override every strategy's key, e.g. speaker or speaker+date")
     parser.add_argument("--window", type=int, default=1, help="neighbours per side for --unit window")
@@ -142,7 +143,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     ks = _cutoffs(args.k)
     started = time.perf_counter()
     results = run(dataset, strategies, ks, categories=categories, question_ids=question_ids, limit=args.limit,
-                  folds=args.folds, cache=None if args.cache == "none" else args.cache,
+                  folds="auto" if args.folds is None else args.folds, cache=None if args.cache == "none" else args.cache,
                   progress=not args.no_progress, executor=getattr(args, "executor", "local"))
     elapsed = time.perf_counter() - started
     print(results.report())
