@@ -142,9 +142,10 @@ def _evaluate(args: argparse.Namespace) -> int:
     strategies = _strategies(args)
     ks = _cutoffs(args.k)
     started = time.perf_counter()
+    folds = "auto" if args.folds is None else args.folds
     results = run(dataset, strategies, ks, categories=categories, question_ids=question_ids, limit=args.limit,
-                  folds="auto" if args.folds is None else args.folds, cache=None if args.cache == "none" else args.cache,
-                  progress=not args.no_progress, executor=getattr(args, "executor", "local"))
+                  folds=folds, cache=None if args.cache == "none" else args.cache, progress=not args.no_progress,
+                  executor=getattr(args, "executor", "local"))
     elapsed = time.perf_counter() - started
     print(results.report())
     timing = ", ".join(f"{name} {sec:.1f} s" for name, sec in results.seconds.items())
