@@ -39,6 +39,12 @@ def _show_agent(agent: Any) -> Any:
     return for_agent(agent)
 
 
+def _plot_results(results: Any, **options: Any) -> Any:
+    from agentlab.frames.plot import recall_curves
+
+    return recall_curves(results, **options)
+
+
 def _show_session(session: Any) -> Any:
     from agentlab.views.dashboard import for_session
 
@@ -53,3 +59,4 @@ bind("agent.show", _show_agent)
 bind("agent.export", _export_agent)
 register_cluster()  # get_agent(..., backend="ray") and eval.run(..., executor="ray"); Ray loads on first use
 bind("session.show", _show_session)
+bind("results.plot", _plot_results)

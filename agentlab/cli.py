@@ -57,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     from agentlab.chat.cli import add_parser as add_chat_parser
 
     add_chat_parser(commands, _chat)
-    from agentlab.eval.runner import add_command as add_eval_command
+    from agentlab.eval.cli import add_command as add_eval_command
 
     add_eval_command(commands)
     from agentlab.serve.cli import add_parser as add_serve_parser

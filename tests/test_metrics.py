@@ -192,3 +192,63 @@ class TestMetricProperties:
             assert 0.0 <= ndcg_at_k(ranking, evidence, k) <= 1.0 + 1e-12
         assert values["hit"] == (1.0 if mrr(ranking, evidence) > 0 else 0.0)
         assert math.isclose(values["recall"], len(set(ranking) & evidence) / len(evidence))
+
+
+class TestAgainstTrecEval:
+    """Our metrics equal trec_eval's (through pytrec_eval) on random rankings: recall_k, success_k (hit), binary
+    ndcg_cut_k and recip_rank (on the whole ranking)."""
+
+    def test_random_rankings_score_the_same(self):
+        import random
+
+        import pytrec_eval
+
+        rng = random.Random(7)
+        ks = (1, 5, 10)
+        measures = {f"recall.{','.join(map(str, ks))}", f"success.{','.join(map(str, ks))}",
+                    f"ndcg_cut.{','.join(map(str, ks))}", "recip_rank"}
+        for trial in range(200):
+            items = [f"d{i}" for i in range(rng.randint(3, 40))]
+            ranking = rng.sample(items, len(items))
+            evidence = set(rng.sample(items, rng.randint(1, min(6, len(items)))))
+            qrels = {"q": {i: 1 for i in evidence}}
+            run = {"q": {item: float(len(ranking) - rank) for rank, item in enumerate(ranking)}}  # distinct scores
+            theirs = pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(run)["q"]
+            ours = question_metrics(ranking, evidence, ks)
+            for k in ks:
+                assert ours[f"recall@{k}"] == pytest.approx(theirs[f"recall_{k}"]), trial
+                assert ours[f"hit@{k}"] == pytest.approx(theirs[f"success_{k}"]), trial
+                assert ours[f"ndcg@{k}"] == pytest.approx(theirs[f"ndcg_cut_{k}"]), trial
+            assert ours["mrr"] == pytest.approx(theirs["recip_rank"]), trial
+
+
+class TestPairedSignificance:
+    def test_the_randomisation_test_is_scipys_paired_permutation_test(self):
+        import numpy as np
+        from scipy import stats
+
+        from agentlab.eval.significance import randomization_test
+
+        rng = np.random.default_rng(3)
+        a = rng.random(150)
+        b = a + rng.normal(0.01, 0.15, 150)
+        ours = randomization_test(a, b, n_resamples=20_000, seed=1)
+        theirs = stats.permutation_test((a, b), lambda x, y, axis: np.mean(x - y, axis=axis),
+                                        permutation_type="samples", vectorized=True, n_resamples=20_000,
+                                        rng=2).pvalue
+        assert 0.001 < theirs < 0.5  # a case where the p-value is neither 0 nor 1
+        assert ours == pytest.approx(theirs, abs=0.01)  # Monte Carlo error of 20,000 resamples: about 0.003
+
+    def test_holm_adjusts_step_down_and_keeps_order(self):
+        from agentlab.eval.significance import holm
+
+        assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+        assert holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])
+
+    def test_the_paired_bootstrap_interval_holds_the_mean_difference(self):
+        from agentlab.eval.significance import paired_bootstrap
+
+        low, high = paired_bootstrap([1, 1, 0, 1, 1, 0], [0, 1, 0, 0, 1, 0], n_resamples=2000)
+        assert low <= 2 / 6 <= high and low >= 0
+        with pytest.raises(ValueError, match="one length"):
+            paired_bootstrap([1, 0], [1])

@@ -268,13 +268,15 @@ class TestHybridFusesRankings:
 
     def test_score_fusion_needs_parts_with_scores(self):
         with pytest.raises(TypeError, match="scores"):
-            Hybrid([BM25(), Recency()], method="score")
+            Hybrid([BM25(), Phrase()], method="score")
 
     def test_bad_arguments_say_what_to_give(self):
         with pytest.raises(ValueError, match="one weight per part"):
             Hybrid([BM25(), BM25()], weights=[1.0])
-        with pytest.raises(ValueError, match="'rrf' or 'score'"):
+        with pytest.raises(ValueError, match="one of .'rrf', 'minmax', 'zscore'"):
             Hybrid([BM25()], method="max")
+        with pytest.raises(ValueError, match="list of numbers or 'learn'"):
+            Hybrid([BM25(), BM25()], weights="tuned")
 
 
 class TestUsersAddStrategies:

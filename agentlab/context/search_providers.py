@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from agentlab._checks import check_amount, check_count
 from agentlab.context.providers import _Labelled, _store_of
-from agentlab.errors import InvalidSearchError
-from agentlab.search.fusion import rrf
+from agentlab.errors import InvalidArgumentError, InvalidSearchError
+from agentlab.search.fusion import fuse_keyed
 from agentlab.store.database import Store
 
 if TYPE_CHECKING:
@@ -313,11 +313,14 @@ def _with_score(hit: EntryHit, score: float) -> EntryHit:
 
 
 class HybridSearchProvider(_SearchBase):
-    """Entries found by meaning and by words, fused with reciprocal rank fusion.
+    """Entries found by meaning and by words, fused by :mod:`agentlab.search.fusion` (reciprocal rank by default).
 
-    Each side returns its best ``candidates``; an entry scores ``sum(1 / (rrf_k + rank))`` over the lists it is
-    in (rank 1 = best), so agreement between the two rankings wins, and raw scores never need comparing. Entries
-    are stored once (in the vector store); the word index follows them in the same transaction.
+    Each side returns its best ``candidates``. With ``fusion="rrf"`` an entry scores ``sum(w / (rrf_k + rank))``
+    over the lists it is in (rank 1 = best), so agreement between the two rankings wins and raw scores never need
+    comparing; ``"minmax"`` or ``"zscore"`` put each side's scores on one scale first and add them (an entry
+    missing from a side gets that side's lowest value). The evaluation harness's ``Hybrid`` strategy fuses with the
+    same functions. Entries are stored once (in the vector store); the word index follows them in the same
+    transaction.
 
     Args:
         agent: The :class:`~agentlab.agent.Agent` (or a :class:`~agentlab.store.Store`).
@@ -326,15 +329,26 @@ class HybridSearchProvider(_SearchBase):
         rrf_k: The fusion constant; larger values flatten the difference between ranks (60 is the usual choice).
         limit: Hits returned by :meth:`search`.
         candidates: How deep each side's list is before fusion.
+        fusion: ``"rrf"``, ``"minmax"`` or ``"zscore"``.
+        weights: ``(meaning, words)`` weights (default equal).
     """
 
     def __init__(self, agent: Any, embedder: Embedder | None = None, *, label: str | None = None, rrf_k: float = 60,
-                 limit: int = 10, candidates: int = 50) -> None:
+                 limit: int = 10, candidates: int = 50, fusion: str = "rrf",
+                 weights: tuple[float, float] = (1.0, 1.0)) -> None:
+        from agentlab.search.fusion import FUSION_METHODS
+
         self._agent = agent
         self.label = label
         self.rrf_k = check_amount("rrf_k", rrf_k)  # NaN would make every fused score NaN
         self.limit = check_count("limit", limit)
         self.candidates = check_count("candidates", candidates)
+        if fusion not in FUSION_METHODS:
+            raise InvalidArgumentError(f"fusion must be one of {', '.join(FUSION_METHODS)}, not {fusion!r}.")
+        self.fusion = fusion
+        self.weights = tuple(check_amount("weight", w) for w in weights)
+        if len(self.weights) != 2:
+            raise InvalidArgumentError(f"Give two weights (meaning, words), not {len(self.weights)}.")
         self.vector = VectorSearchProvider(agent, embedder, label=label, limit=candidates)
 
     def init(self, label: str) -> None:
@@ -381,12 +395,13 @@ class HybridSearchProvider(_SearchBase):
         return deleted
 
     def hits(self, query: str, limit: int | None = None) -> list[EntryHit]:
-        """The fused ranking, best first; ``score`` is the RRF sum."""
+        """The fused ranking, best first; ``score`` is the fused score (the RRF sum by default)."""
         if not query or not query.strip():
             return []
         by_meaning = self.vector.hits(query, self.candidates)
         by_words = self.index.search(query, mode="any", limit=self.candidates)
-        fused = rrf([[h.key for h in by_meaning], [h.doc_id for h in by_words]], k=self.rrf_k)
+        fused = fuse_keyed([[(h.key, h.score) for h in by_meaning], [(h.doc_id, h.score) for h in by_words]],
+                           method=self.fusion, weights=self.weights, k=self.rrf_k)
         best = fused[: self.limit if limit is None else limit]
         known = {h.key: h for h in by_meaning}
         known.update(self._entries([key for key, _ in best if key not in known]))

@@ -114,10 +114,20 @@ class Conversation:
 
 @dataclass
 class Dataset:
-    """A named list of conversations, with counting and DataFrame helpers."""
+    """A named list of conversations, with counting and DataFrame helpers.
+
+    ``category_names`` maps category ids to names where the source defines them (LoCoMo's 1-5: multi-hop,
+    temporal, open-domain, single-hop, adversarial); tables print both.
+    """
 
     name: str
     conversations: list[Conversation]
+    category_names: dict[Any, str] = field(default_factory=dict)
+
+    def category_label(self, category: Any) -> str:
+        """``"1 multi-hop"`` where the category has a name, else the category as written."""
+        name = self.category_names.get(category)
+        return f"{category} {name}" if name else str(category)
 
     def conversation(self, conversation_id: str) -> Conversation:
         """Return the conversation with this id, or raise ``KeyError``."""
@@ -282,7 +292,7 @@ def load_locomo(path: str | Path, *, name: str = "locomo") -> Dataset:
     if not isinstance(data, list):
         raise DatasetError(f"LoCoMo file {path} should hold a JSON list of samples, got {type(data).__name__}.")
     conversations = [_locomo_conversation(sample, i) for i, sample in enumerate(data)]
-    return Dataset(name=name, conversations=conversations)
+    return Dataset(name=name, conversations=conversations, category_names=dict(LOCOMO_CATEGORIES))
 
 
 def _locomo_conversation(sample: Any, position: int) -> Conversation:

@@ -79,6 +79,7 @@ class EmbeddingCache:
         self._holding = False
         self.hits = 0
         self.misses = 0
+        self.progress = False  # a run sets it: encode() then draws a bar while it embeds many texts
 
     def __repr__(self) -> str:
         return f"EmbeddingCache({str(self.path) if self.path else None!r})"
@@ -187,7 +188,8 @@ class EmbeddingCache:
         Args:
             embedder: Any :class:`~agentlab.search.embedders.Embedder`; its ``model_id`` is part of the key.
             texts: The texts, in the order wanted back.
-            progress: Show a ``tqdm.auto`` bar while embedding the missing texts.
+            progress: Show a ``tqdm.auto`` bar while embedding the missing texts (also when :attr:`progress` is set
+                and more than 128 texts are missing).
             desc: The progress bar's label.
 
         Returns:
@@ -204,7 +206,9 @@ class EmbeddingCache:
         self.hits += len(texts) - sum(1 for h in hashes if h in missing)
         self.misses += len(missing)
         if missing:
-            fresh = encode_batched(embedder, list(missing.values()), chunk_size=256, progress=progress, desc=desc)
+            ticking = progress or self.progress
+            fresh = encode_batched(embedder, list(missing.values()), chunk_size=128 if ticking else 256,
+                                   progress=ticking, desc=desc)
             new = dict(zip(missing, fresh))
             self.store(model_id, new)
             found.update(new)

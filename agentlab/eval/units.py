@@ -15,7 +15,8 @@ The key is ``"text"`` or a ``+``-joined choice of extras: ``"speaker"`` (``"Caro
 ``"speaker+date"``; or any function ``DialogueTurn -> str``.
 
 A strategy is anything with a ``name``, ``index(units)`` and ``rank(query, k)`` (the
-:class:`Strategy` protocol); :class:`BaseStrategy` adds unit options and ``fit(conversation)``.
+:class:`Strategy` protocol); :class:`BaseStrategy` adds unit options, a query rewrite
+(:mod:`agentlab.eval.rewrites`) and ``fit(conversation)``.
 
 Invariants: units come out in conversation order with ``position`` 0, 1, ...; unit ids are unique
 within a conversation; every turn belongs to exactly one unit's ``turn_ids``.
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import numpy as np
 
 from agentlab.eval.datasets import Conversation, DialogueTurn, parse_date
+from agentlab.eval.rewrites import Rewrite, describe_rewrite, resolve_rewrite
 
 if TYPE_CHECKING:
     from agentlab.eval.embedcache import EmbeddingCache
@@ -49,6 +51,8 @@ class Unit:
     turn_ids: tuple[str, ...]
     session_id: str
     position: int  # chronological order within the conversation (0 = oldest)
+    speaker: str | None = None  # who said it (a turn or window: its centre turn; a session: None)
+    date: str | None = None  # the session's date as the dataset wrote it
 
 
 def _short_date(date: str | None) -> str | None:
@@ -110,12 +114,12 @@ class UnitSpec:
             if self.unit == "session":
                 if session.turns:
                     out.append(Unit(session.id, "\n".join(texts), tuple(t.id for t in session.turns),
-                                    session.id, len(out)))
+                                    session.id, len(out), None, session.date))
                 continue
             width = self.window if self.unit == "window" else 0
             for i, turn in enumerate(session.turns):
                 text = "\n".join(texts[max(0, i - width): i + width + 1])
-                out.append(Unit(turn.id, text, (turn.id,), session.id, len(out)))
+                out.append(Unit(turn.id, text, (turn.id,), session.id, len(out), turn.speaker, session.date))
         return out
 
     def describe(self) -> str:
@@ -141,37 +145,63 @@ class Strategy(Protocol):
 
 
 class BaseStrategy:
-    """Unit options, ``fit(conversation)`` and helpers shared by the built-in strategies.
+    """Unit options, a query rewrite, ``fit(conversation)`` and helpers shared by the built-in strategies.
 
     Args:
         unit, key, window: see :class:`UnitSpec`.
         name: overrides the class's default name (useful to compare two configurations).
+        query_rewrite: applied to every query before it is scored: a name of
+            :mod:`agentlab.eval.rewrites` (``"strip-question"``, ``"drop-speakers"``, or both joined by ``+``),
+            or a function ``str -> str``.
+
+    Attributes:
+        tuned_on: ``{dataset name: conversation ids}`` whose questions chose this strategy's parameters (``None``
+            for every conversation of that dataset); the runner marks those rows ``"in-sample"``.
     """
 
     name = "strategy"
+    tuned_on: dict[str, frozenset[str] | None]
 
     def __init__(self, *, unit: str = "turn", key: str | Callable[[DialogueTurn], str] = "text", window: int = 1,
-                 name: str | None = None) -> None:
+                 name: str | None = None, query_rewrite: str | Rewrite | None = None) -> None:
         self.spec = UnitSpec(unit, key, window)
         if name is not None:
             self.name = name
+        self.query_rewrite = query_rewrite
+        self._rewrite = resolve_rewrite(query_rewrite)
         self.units: list[Unit] = []
+        self.speakers: list[str] = []
+        self.tuned_on = {}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, units={self.describe()!r})"
 
     def describe(self) -> str:
-        """Unit and key in a few characters, e.g. ``"turn/text"`` or ``"window1/date"``."""
-        return self.spec.describe()
+        """Unit and key in a few characters, e.g. ``"turn/text"`` or ``"window1/date"``; a rewrite adds ``" q:..."``."""
+        rewrite = describe_rewrite(self.query_rewrite)
+        return self.spec.describe() + (f" q:{rewrite}" if rewrite else "")
+
+    def query_text(self, query: str) -> str:
+        """The query as this strategy scores it (after its rewrite, with the fitted conversation's speakers)."""
+        return self._rewrite(query, self.speakers) if self._rewrite is not None else query
+
+    @property
+    def rewrite_needs_speakers(self) -> bool:
+        """Whether the rewrite depends on the conversation (so queries are known only after ``fit``)."""
+        return bool(getattr(self._rewrite, "needs_speakers", False))
 
     def fit(self, conversation: Conversation) -> list[Unit]:
         """Build this strategy's units for ``conversation``, index them and return them."""
+        self.speakers = list(conversation.speakers)
         units = self.spec.units(conversation)
         self.index(units)
         return units
 
     def prepare(self, queries: Sequence[str]) -> None:
         """Called once with every query of a run before any ``rank``; batch work goes here."""
+
+    def prepare_conversation(self, conversation: Conversation, queries: Sequence[str]) -> None:
+        """Called after ``fit(conversation)`` with that conversation's queries; per-conversation batch work."""
 
     def use_cache(self, cache: EmbeddingCache) -> None:
         """Offer the runner's embedding cache; strategies that embed keep it unless they have one."""

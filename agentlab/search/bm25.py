@@ -22,7 +22,7 @@ Invariants:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -135,6 +135,7 @@ class BM25Corpus:
         self.tokenize = get_tokenizer(tokenizer)
         self.postings = Postings()
         token_lists = [self.tokenize(text) for text in texts]
+        self.doc_tokens = token_lists  # kept for pseudo-relevance feedback (agentlab.search.feedback)
         vocabulary: dict[str, int] = {}  # first-seen order, as rank_bm25 builds its idf table
         term_index = [vocabulary.setdefault(t, len(vocabulary)) for tokens in token_lists for t in tokens]
         self.postings.add_many(
@@ -168,17 +169,29 @@ class BM25Corpus:
             return self._idf.get(term, 0.0)
         return fts5_idf(self.postings.n_alive, self._df(term))
 
+    def term_scores(self, token: str) -> np.ndarray:
+        """One already tokenized term's BM25 contribution to every document (zeros for an unknown term)."""
+        docs, _ = self.postings.occurrences(token)
+        if not len(docs):
+            return np.zeros(len(self))  # rank_bm25 adds 0 for an unknown word; FTS5 ignores it
+        tf = np.bincount(docs, minlength=len(self)).astype(np.float64)
+        return bm25_term(self.idf(token), tf, self._doc_len, self._avgdl, self.params)
+
     def scores(self, query: str) -> np.ndarray:
         """BM25 score of every document for a query (0 where no token matches)."""
         total = np.zeros(len(self))
         if not len(self):
             return total
         for token in self.tokenize(query):
-            docs, _ = self.postings.occurrences(token)
-            if not len(docs):
-                continue  # rank_bm25 adds 0 for an unknown word; FTS5 ignores it
-            tf = np.bincount(docs, minlength=len(self)).astype(np.float64)
-            total += bm25_term(self.idf(token), tf, self._doc_len, self._avgdl, self.params)
+            total += self.term_scores(token)
+        return total
+
+    def weighted_scores(self, weights: Mapping[str, float]) -> np.ndarray:
+        """Scores of a weighted bag of tokenized terms: ``sum(weight * term_scores(term))``."""
+        total = np.zeros(len(self))
+        for token, weight in weights.items():
+            if weight:
+                total += weight * self.term_scores(token)
         return total
 
     def rank(self, query: str, k: int | None = None) -> list[tuple[int, float]]:

@@ -1,8 +1,13 @@
-"""The FAISS side of the vector store: an in-memory index per namespace, derived from the DuckDB file.
+"""The FAISS side of vector search: an exact inner-product index with its own ids, searched one way.
 
-Invariants: an index is a cache of one namespace at one generation; :mod:`agentlab.search.vectors` rebuilds it
-whenever the namespace's generation in the file differs, and drops every index after SQL from outside. Stored
-vectors are read straight from Arrow buffers, never through pandas.
+:class:`VectorIndex` is the one FAISS index of agentlab: the vector store keeps one per namespace (derived from the
+DuckDB file), and the evaluation harness's dense strategy builds one per conversation, so an evaluation measures
+the search the agent ships.
+
+Invariants: a vector store's index is a cache of one namespace at one generation; :mod:`agentlab.search.vectors`
+rebuilds it whenever the namespace's generation in the file differs, and drops every index after SQL from outside.
+Stored vectors are read straight from Arrow buffers, never through pandas. :meth:`VectorIndex.search` returns hits
+best first, equal scores in ascending id order, whatever order FAISS found them in.
 """
 
 from __future__ import annotations
@@ -22,14 +27,45 @@ Row = tuple[str, str, "str | None"]  # key, content, metadata JSON
 
 
 class VectorIndex:
-    """The FAISS index of one namespace and the rows its ids point to, as of one generation."""
+    """An exact inner-product FAISS index with int64 ids, and the rows its ids point to, as of one generation.
 
-    def __init__(self, dimension: int, generation: int) -> None:
+    Args:
+        dimension: the vectors' length.
+        generation: what the index was built from (the vector store's namespace generation; 0 elsewhere).
+    """
+
+    def __init__(self, dimension: int, generation: int = 0) -> None:
         import faiss
 
         self.index = faiss.IndexIDMap2(faiss.IndexFlatIP(dimension))
         self.rows: dict[int, Row] = {}  # in memory so a search needs no DuckDB round trip per hit
         self.generation = generation
+
+    def add(self, vectors: np.ndarray, ids: np.ndarray | None = None) -> None:
+        """Add float32 rows under ``ids`` (default: their positions 0, 1, ... after those already held)."""
+        matrix = np.ascontiguousarray(vectors, dtype=np.float32)
+        if ids is None:
+            ids = np.arange(self.index.ntotal, self.index.ntotal + len(matrix), dtype=np.int64)
+        if len(matrix):
+            self.index.add_with_ids(matrix, np.asarray(ids, dtype=np.int64))
+
+    def search(self, query: np.ndarray, k: int, *, params: Any = None) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` best ids for one query vector: ``(scores, ids)``, best first, equal scores by ascending id.
+
+        Runs single-threaded (see :func:`single_threaded`); ``params`` are FAISS search parameters (a filter).
+        """
+        import faiss
+
+        limit = min(int(k), self.index.ntotal)
+        if limit <= 0:
+            return np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.int64)
+        with single_threaded(faiss):
+            scores, ids = self.index.search(np.ascontiguousarray(query, dtype=np.float32).reshape(1, -1), limit,
+                                            params=params)
+        keep = ids[0] >= 0
+        scores, ids = scores[0][keep], ids[0][keep]
+        order = np.lexsort((ids, -scores))
+        return scores[order], ids[order]
 
 
 def vector_indexes(store: Store) -> dict[str, VectorIndex]:

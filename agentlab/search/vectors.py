@@ -33,7 +33,7 @@ import numpy as np
 from agentlab._checks import check_count, metadata_json
 from agentlab.errors import EmbedderError, InvalidArgumentError
 from agentlab.search.embedders import Embedder, check_embeddings, encode_batched
-from agentlab.search.faiss_index import Row, VectorIndex, array_view, single_threaded, vector_indexes, vector_matrix
+from agentlab.search.faiss_index import Row, VectorIndex, array_view, vector_indexes, vector_matrix
 from agentlab.store.database import Store
 
 _NAMESPACE_SQL = "SELECT model_id, dimension, generation FROM vector_namespaces WHERE namespace = ?"
@@ -208,9 +208,8 @@ class VectorStore:
                 limit = min(limit, len(ids))
             if limit == 0:
                 return []
-            with single_threaded(faiss):
-                scores, found = cache.index.search(query, limit, params=params)
-            hits = [(cache.rows[int(i)], float(s)) for i, s in zip(found[0], scores[0]) if i != -1]
+            scores, found = cache.search(query[0], limit, params=params)
+            hits = [(cache.rows[int(i)], float(s)) for i, s in zip(found, scores)]
         return [VectorHit(key, s, content, json.loads(meta) if meta else {}) for (key, content, meta), s in hits]
 
     # -- writing -------------------------------------------------------------------------------
