@@ -191,6 +191,23 @@ class ForkedHistoryError(SessionError):
     """A message is shared with a fork (forks share rows, never copy them), so it cannot change."""
 
 
+class HistoryTooDeepError(SessionError):
+    """A branch is longer than the session's ``max_depth`` and the read asked for an error rather than a cut
+    (``on_overflow="raise"``). ``leaf_id`` and ``max_depth`` hold what was asked."""
+
+    def __init__(self, leaf_id: str, max_depth: int) -> None:
+        self.leaf_id = leaf_id
+        self.max_depth = max_depth
+        super().__init__(
+            f"The branch ending at {leaf_id!r} is longer than max_depth={max_depth:,}. Read it whole with "
+            f"Session(..., max_depth=<a larger int>), or accept the newest {max_depth:,} messages with "
+            "on_overflow='warn' (the default) or 'truncate'.")
+
+
+class HistoryTruncatedWarning(UserWarning):
+    """A history read returned only the newest ``max_depth`` messages of a longer branch (``result.truncated``)."""
+
+
 # --- context --------------------------------------------------------------------------------------
 
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from agentlab.errors import InvalidMessageError, ReadOnlyAgentError, UnknownMessageError
+from agentlab.errors import HistoryTruncatedWarning, InvalidMessageError, ReadOnlyAgentError, UnknownMessageError
 from agentlab.session.messages import UNSET, Appended, RowStat
 from agentlab.session.session import Session
 from agentlab.store.database import Store
@@ -389,4 +389,6 @@ class TestDepth:
     def test_the_depth_cap_keeps_the_leaf_side(self, store):
         Session(store).append_messages([msg(f"m{i}") for i in range(50)])
         capped = Session(store, max_depth=10)
-        assert ids(capped.get_history()) == [f"m{i}" for i in range(40, 50)]
+        with pytest.warns(HistoryTruncatedWarning, match="max_depth=10"):
+            history = capped.get_history()
+        assert ids(history) == [f"m{i}" for i in range(40, 50)] and history.truncated

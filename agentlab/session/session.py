@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import math
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -30,7 +31,8 @@ from agentlab.context.prompt import ContextBlock
 from agentlab.session.compaction import SessionCompaction
 from agentlab.session.compactor import apply_compactions, truncate_older_messages
 from agentlab.session.context import SessionContext
-from agentlab.session.messages import DEFAULT_MAX_DEPTH, UNSET, Appended, RecentHistory, RowStat
+from agentlab.errors import HistoryTooDeepError, HistoryTruncatedWarning
+from agentlab.session.messages import DEFAULT_MAX_DEPTH, OVERFLOW_MODES, UNSET, Appended, History, RecentHistory, RowStat
 from agentlab.session.overlays import CompactionRecord
 from agentlab.session.search import SearchHit, search_tree
 from agentlab.session.tree import MessageTree, tree_of
@@ -41,6 +43,12 @@ __all__ = ["UNSET", "SearchHit", "Session"]
 logger = logging.getLogger("agentlab.session")
 
 Event = dict[str, Any]
+
+
+def _check_overflow(mode: Any) -> str:
+    if mode not in OVERFLOW_MODES:
+        raise ValueError(f"on_overflow must be one of {', '.join(map(repr, OVERFLOW_MODES))}, not {mode!r}.")
+    return str(mode)
 
 
 class Session:
@@ -54,6 +62,9 @@ class Session:
             context_blocks=...)``; its answer is clamped by :func:`~agentlab.context.tokens.normalize_count`.
         system_prompt_provider: Returns the system prompt text counted in the estimate (default: none, "").
         max_depth: Longest path a history read walks (default :data:`~agentlab.session.messages.DEFAULT_MAX_DEPTH`).
+        on_overflow: What :meth:`get_history` does with a longer branch: ``"warn"`` (default: the newest
+            ``max_depth`` messages, ``truncated`` set, a :class:`~agentlab.errors.HistoryTruncatedWarning`),
+            ``"raise"`` (:class:`~agentlab.errors.HistoryTooDeepError`) or ``"truncate"`` (cut, flagged, no warning).
 
     Attributes:
         token_counter, system_prompt_provider: As above; the context layer sets them.
@@ -68,6 +79,7 @@ class Session:
         token_counter: Callable[..., Any] | None = None,
         system_prompt_provider: Callable[[], str | None] | None = None,
         max_depth: int = DEFAULT_MAX_DEPTH,
+        on_overflow: str = "warn",
     ) -> None:
         if isinstance(agent_or_store, Store):
             self.agent, self.store = None, agent_or_store
@@ -79,12 +91,14 @@ class Session:
             raise TypeError(f"session_id must be a str ('' for the default session), not {session_id!r}.")
         if not isinstance(max_depth, int) or max_depth < 1:
             raise ValueError(f"max_depth must be a positive int, not {max_depth!r}.")
+        _check_overflow(on_overflow)
         self.session_id = session_id
         self.tree: MessageTree = tree_of(self.store)
         self.token_counter = token_counter
         self.system_prompt_provider = system_prompt_provider
         self.context_blocks_provider: Callable[[], list[Any]] | None = None
         self.max_depth = max_depth
+        self.on_overflow = on_overflow
         self._subscribers: list[Callable[[Event], Any]] = []
         self.compaction = SessionCompaction(self)
         """The session's compaction function, threshold and token estimate; the methods below forward to it."""
@@ -134,25 +148,44 @@ class Session:
         self.store.after_commit(lambda: self._after_append(results, stored))
         return results
 
-    def get_history(self, leaf_id: str | None = None) -> list[dict[str, Any]]:
+    def get_history(self, leaf_id: str | None = None, *, on_overflow: str | None = None) -> History:
         """The path root -> leaf with compaction overlays applied.
 
         Args:
             leaf_id: Any message of this session (it may be interior); falsy means the latest leaf.
+            on_overflow: For a branch longer than ``max_depth``: ``"warn"``, ``"raise"`` or ``"truncate"``
+                (default: the session's ``on_overflow``, itself ``"warn"`` unless set).
 
         Returns:
-            The messages, root first; ``[]`` for an unknown id or an empty session.
-        """
-        return self._history(leaf_id)[0]
+            The messages, root first, as a :class:`~agentlab.session.messages.History` (a list whose ``truncated``
+            says whether the branch was cut to its newest ``max_depth`` messages); ``[]`` for an unknown id or an
+            empty session.
 
-    def _history(self, leaf_id: str | None, extra: Any = None) -> tuple[list[dict[str, Any]], list[str]]:
+        Raises:
+            HistoryTooDeepError: The branch is longer than ``max_depth`` and ``on_overflow`` is ``"raise"``.
+        """
+        mode = self.on_overflow if on_overflow is None else _check_overflow(on_overflow)
+        messages, ids, cut = self._history(leaf_id)
+        if cut:
+            leaf = ids[-1]
+            if mode == "raise":
+                raise HistoryTooDeepError(leaf, self.max_depth)
+            if mode == "warn":
+                warnings.warn(
+                    f"The branch ending at {leaf!r} is longer than max_depth={self.max_depth:,}; get_history returned "
+                    f"only its newest {self.max_depth:,} messages (result.truncated is True). Pass a larger "
+                    "Session(max_depth=...) to read it whole, or on_overflow='raise' to get an error instead.",
+                    HistoryTruncatedWarning, stacklevel=2)
+        return History(messages, cut)
+
+    def _history(self, leaf_id: str | None, extra: Any = None) -> tuple[list[dict[str, Any]], list[str], bool]:
         with self.store.lock:
-            ids = self.tree.path_ids(self.session_id, leaf_id, max_depth=self.max_depth)
+            ids, cut = self.tree.path(self.session_id, leaf_id, max_depth=self.max_depth)
             raw = self.tree.read(ids)
             overlays: list[Any] = list(self.tree.compactions(self.session_id))
         if extra is not None:
             overlays.append(extra)
-        return (apply_compactions(raw, overlays) if overlays else raw), ids
+        return (apply_compactions(raw, overlays) if overlays else raw), ids, cut
 
     def get_message(self, message_id: str) -> dict[str, Any] | None:
         """The stored message (no overlay), or None if this session has no such message."""
@@ -172,7 +205,8 @@ class Session:
         return None if leaf is None else self.get_message(leaf)
 
     def path_length(self, leaf_id: str | None = None) -> int:
-        """Stored messages on the path to ``leaf_id`` (latest leaf if falsy), overlays not applied."""
+        """Stored messages on the path to ``leaf_id`` (latest leaf if falsy), overlays not applied; at most
+        ``max_depth``."""
         return len(self.tree.path_ids(self.session_id, leaf_id, max_depth=self.max_depth))
 
     def get_history_row_stats(self, leaf_id: str | None = None) -> list[RowStat]:
@@ -184,9 +218,12 @@ class Session:
         """The newest messages of the path that fit in ``max_bytes`` of stored JSON.
 
         At least ``max(1, min_recent)`` messages are returned even if they exceed the budget. Overlays apply only
-        inside the window (an overlay starting before it is not applied).
+        inside the window (an overlay starting before it is not applied). A branch longer than ``max_depth`` counts
+        as cut: ``truncated`` is True and ``total_content_bytes`` covers its newest ``max_depth`` rows.
         """
-        stats = self.get_history_row_stats(leaf_id)
+        with self.store.lock:
+            stats = self.get_history_row_stats(leaf_id)
+            cut = self.tree.path(self.session_id, leaf_id, max_depth=self.max_depth)[1]
         floor_recent = max(1, math.floor(min_recent))
         start, used, taken = len(stats), 0, 0
         while start > 0 and (taken < floor_recent or used + stats[start - 1].bytes <= max_bytes):
@@ -196,7 +233,7 @@ class Session:
         raw = self.tree.read([s.id for s in stats[start:]])
         overlays = self.tree.compactions(self.session_id)
         messages = apply_compactions(raw, overlays) if overlays else raw
-        return RecentHistory(messages, start > 0, sum(s.bytes for s in stats))
+        return RecentHistory(messages, start > 0 or cut, sum(s.bytes for s in stats))
 
     def get_micro_compacted_history(self, leaf_id: str | None = None, *, keep_recent: int = 4,
                                     max_tool_output_chars: int = 500,

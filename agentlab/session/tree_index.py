@@ -151,7 +151,7 @@ class TreeIndex:
             self._load_sessions()
             self._inherited_cache: dict[str, tuple[int, frozenset[str]]] = {}
             self._branch_cache: dict[str, tuple[str | None, int, set[str]]] = {}
-            self._path_cache: dict[str, tuple[str, int, int, list[str]]] = {}
+            self._path_cache: dict[str, tuple[str, int, int, list[str], bool]] = {}
             self.contents.clear()
             self._stale = False
             self._generation += 1
@@ -261,18 +261,25 @@ class TreeIndex:
     # -- reads ---------------------------------------------------------------------------------
 
     def _walk(self, session_id: str, start: str | None, max_depth: int) -> list[str]:
+        return self._walk_cut(session_id, start, max_depth)[0]
+
+    def _walk_cut(self, session_id: str, start: str | None, max_depth: int) -> tuple[list[str], bool]:
+        """The path root -> ``start``, at most ``max_depth`` long, and whether a longer path was cut."""
         inherited = self.inherited(session_id)
         session, parent = self._session, self._parent
         path: list[str] = []
         cur = start
-        while cur is not None and len(path) < max_depth:
+        while cur is not None:
             owner = session.get(cur)
             if owner is None or (owner != session_id and cur not in inherited):
                 break  # a deleted or foreign ancestor ends the path, as upstream's CTE does
+            if len(path) == max_depth:
+                path.reverse()
+                return path, True
             path.append(cur)
             cur = parent[cur]
         path.reverse()
-        return path
+        return path, False
 
     def latest_leaf_id(self, session_id: str) -> str | None:
         """Id of the session's current tip, or None for an empty session."""
@@ -287,26 +294,31 @@ class TreeIndex:
     def path_ids(self, session_id: str, leaf_id: str | None = None, *,
                  max_depth: int = DEFAULT_MAX_DEPTH) -> list[str]:
         """Ids root -> leaf. A falsy ``leaf_id`` means the latest leaf; an id not visible gives ``[]``."""
+        return self.path(session_id, leaf_id, max_depth=max_depth)[0]
+
+    def path(self, session_id: str, leaf_id: str | None = None, *,
+             max_depth: int = DEFAULT_MAX_DEPTH) -> tuple[list[str], bool]:
+        """:meth:`path_ids`, and whether the path was longer than ``max_depth`` (so cut on the root side)."""
         with self.store.lock:
             self._ready()
             start = leaf_id if leaf_id else self.latest_leaf_id(session_id)
             if start is None or not self._visible(session_id, start):
-                return []
+                return [], False
             return self._cached_walk(session_id, start, max_depth)
 
     _PATH_REUSE_STEPS = 64
 
-    def _cached_walk(self, session_id: str, start: str, max_depth: int) -> list[str]:
-        """:meth:`_walk`, reusing the session's last walked path when ``start`` is on it or a few steps below it.
+    def _cached_walk(self, session_id: str, start: str, max_depth: int) -> tuple[list[str], bool]:
+        """:meth:`_walk_cut`, reusing the session's last walked path when ``start`` is on it or a few steps below it.
 
         Reading the same branch again (every chat turn does) then costs a list copy instead of a walk of every
         ancestor. Only a change that bumps the generation can alter a stored path (appends add rows below it).
         """
         cached = self._path_cache.get(session_id)
         if cached is not None and cached[1] == self._generation and cached[2] == max_depth:
-            leaf, _, _, path = cached
+            leaf, _, _, path, cut = cached
             if start == leaf:
-                return list(path)
+                return list(path), cut
             below: list[str] = []
             cur: str | None = start
             session, parent, inherited = self._session, self._parent, self.inherited(session_id)
@@ -315,16 +327,16 @@ class TreeIndex:
                     found = path + below[::-1]
                     if len(found) > max_depth:
                         break  # a cut path: walk it for real
-                    self._path_cache[session_id] = (start, self._generation, max_depth, found)
-                    return list(found)
+                    self._path_cache[session_id] = (start, self._generation, max_depth, found, False)
+                    return list(found), False
                 owner = session.get(cur)
                 if owner is None or (owner != session_id and cur not in inherited):
                     break
                 below.append(cur)
                 cur = parent[cur]
-        path = self._walk(session_id, start, max_depth)
-        self._path_cache[session_id] = (start, self._generation, max_depth, path)
-        return list(path)
+        path, cut = self._walk_cut(session_id, start, max_depth)
+        self._path_cache[session_id] = (start, self._generation, max_depth, path, cut)
+        return list(path), cut
 
     def on_current_branch(self, session_id: str, message_id: str) -> bool:
         """Whether ``message_id`` is on the path to the latest leaf of ``session_id``.
