@@ -315,6 +315,16 @@ class InvalidSearchError(AgentlabError, ValueError):
     """A full-text index or search call with a bad argument (unknown mode, negative limit, bad namespace)."""
 
 
+class CorruptIndexError(AgentlabError):
+    """A file of the derived search index is damaged or not an index file. The index catches it and rebuilds the
+    file from the agent's DuckDB file, which holds the truth; it reaches a caller only from the index's own
+    file-level functions. ``path`` names the file."""
+
+    def __init__(self, path: object, reason: str) -> None:
+        self.path = str(path)
+        super().__init__(f"The search index file {self.path} {reason}; it is rebuilt from the agent's file.")
+
+
 # --- exports (agentlab/portable.py, agentlab/multi.py) ----------------------------------------------
 
 

@@ -23,8 +23,9 @@ from typing import Any, NamedTuple
 
 from agentlab.errors import InvalidMessageError
 
-__all__ = ["DEFAULT_MAX_DEPTH", "MAX_MESSAGE_NESTING", "OVERFLOW_MODES", "UNSET", "Appended", "History", "RecentHistory",
-           "RowStat", "keep_messages", "message_text", "now_iso", "parse_rows", "prepare_message", "prepare_placed"]
+__all__ = ["DEFAULT_MAX_DEPTH", "MAX_MESSAGE_NESTING", "OVERFLOW_MODES", "UNSET", "Appended", "History",
+           "RecentHistory", "RowStat", "keep_messages", "message_text", "now_iso", "parse_rows", "prepare_message",
+           "prepare_placed"]
 
 
 class _Unset:

@@ -95,18 +95,20 @@ def search_tree(tree: MessageTree, session_id: str | None, query: str, *, mode: 
             if not ids:
                 return []
 
+            seqs = tree.seqs_of(ids)
+
             def fetch(n: int) -> Sequence[Any]:
-                return fts.search(query, mode=mode, limit=n, doc_ids=ids)
+                return fts.search(query, mode=mode, limit=n, seqs=seqs)
         elif session_id is None:
             def fetch(n: int) -> Sequence[Any]:
                 return fts.search(query, mode=mode, limit=n)
         else:
-            inherited = sorted(tree.inherited_ids(session_id))
+            inherited = tree.seqs_of(sorted(tree.inherited_ids(session_id)))
 
             def fetch(n: int) -> Sequence[Any]:
                 hits = list(fts.search(query, mode=mode, limit=n, groups=[session_id]))
                 if inherited:  # a fork also finds the shared path it reads from its parent
-                    hits += fts.search(query, mode=mode, limit=n, doc_ids=inherited)
+                    hits += fts.search(query, mode=mode, limit=n, seqs=inherited)
                     hits.sort(key=lambda h: -h.score)
                 return hits[:n]
 

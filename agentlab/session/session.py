@@ -28,11 +28,19 @@ from typing import Any
 from agentlab._hooks import Accessor
 from agentlab.context.blocks import ContextBlocks
 from agentlab.context.prompt import ContextBlock
+from agentlab.errors import HistoryTooDeepError, HistoryTruncatedWarning
 from agentlab.session.compaction import SessionCompaction
 from agentlab.session.compactor import apply_compactions, truncate_older_messages
 from agentlab.session.context import SessionContext
-from agentlab.errors import HistoryTooDeepError, HistoryTruncatedWarning
-from agentlab.session.messages import DEFAULT_MAX_DEPTH, OVERFLOW_MODES, UNSET, Appended, History, RecentHistory, RowStat
+from agentlab.session.messages import (
+    DEFAULT_MAX_DEPTH,
+    OVERFLOW_MODES,
+    UNSET,
+    Appended,
+    History,
+    RecentHistory,
+    RowStat,
+)
 from agentlab.session.overlays import CompactionRecord
 from agentlab.session.search import SearchHit, search_tree
 from agentlab.session.tree import MessageTree, tree_of

@@ -49,13 +49,23 @@ from agentlab.errors import (
     StoreInUseError,
 )
 from agentlab.store.files import DURABLE, MEMORY, connect, create_file, is_disk_full, migrate, open_reason
+from agentlab.store.materialised import Materialised as _Materialised
 from agentlab.store.migrations import MIGRATIONS, Migration
+from agentlab.store.stamp import file_stamp
 
 T = TypeVar("T")
 
 # One live store per file in this process, keyed by the file's real path.
 _open_files: weakref.WeakValueDictionary[str, Store] = weakref.WeakValueDictionary()
 _open_files_lock = threading.Lock()
+
+
+def _run_close_callback(callback: Callable[[], None]) -> None:
+    try:
+        callback()
+    except Exception as exc:  # closing must release the file whatever a cache's saving does
+        warnings.warn(f"While closing an agent file, saving a derived cache failed ({exc!r}); it is rebuilt from "
+                      "the file when next needed.", RuntimeWarning, stacklevel=3)
 
 
 def _file_key(path: str) -> str:
@@ -78,23 +88,6 @@ class StoreHealth:
     error: str | None = None
     since: datetime | None = None
     reopened: int = 0
-
-
-class _Materialised:
-    """A query result already copied out of DuckDB, as Arrow, convertible to pandas."""
-
-    def __init__(self, table: Any) -> None:
-        self._table = table
-
-    def to_arrow_table(self) -> Any:
-        return self._table
-
-    def df(self) -> Any:
-        import pandas as pd
-
-        if self._table is None:
-            return pd.DataFrame()
-        return self._table.to_pandas()
 
 
 class Store:
@@ -138,6 +131,12 @@ class Store:
         # (agent.sql) may have changed the file, so no cache outlives a change made behind its back.
         self._outside_write: list[Callable[[], None]] = []
         self._derived: dict[str, Any] = {}
+        # Derived files beside the file (a search index) are saved before the connection closes and checked after;
+        # they compare outside_writes (note_outside_write calls) and opened_stamp (file_stamp at open) with theirs.
+        self._before_close: list[Callable[[], None]] = []
+        self._after_close: list[Callable[[], None]] = []
+        self.outside_writes = 0
+        self.opened_stamp: str | None = None
         steps = MIGRATIONS if migrations is None else migrations
         if self.path == MEMORY:
             self._conn = connect(self.path, False)
@@ -159,6 +158,7 @@ class Store:
                 create_file(file, steps)
             self._conn = connect(self.path, read_only)
             self._migrate_or_close(steps)
+            self.opened_stamp = file_stamp(self.path)
         except BaseException:
             with _open_files_lock:
                 if _open_files.get(key) is self:
@@ -199,8 +199,15 @@ class Store:
         return self._health
 
     def close(self) -> None:
-        """Close the connection and release the file lock. Safe to call twice."""
+        """Close the connection and release the file lock. Safe to call twice.
+
+        Callbacks of :meth:`on_close` run around it; one that fails is reported as a warning and the close goes on.
+        """
         with self.lock:
+            if not self._closed_by_user and self._conn is not None:
+                callbacks, self._before_close = self._before_close, []
+                for callback in callbacks:
+                    _run_close_callback(callback)
             self._closed_by_user = True
             if self._conn is not None:
                 try:
@@ -214,6 +221,16 @@ class Store:
                 key = _file_key(self.path)
                 if _open_files.get(key) is self:
                     del _open_files[key]
+        callbacks, self._after_close = self._after_close, []
+        for callback in callbacks:
+            _run_close_callback(callback)
+
+    def on_close(self, before: Callable[[], None], after: Callable[[], None] | None = None) -> None:
+        """Run ``before`` when the store closes, while it still holds the file, and ``after`` once it released it."""
+        with self.lock:
+            self._before_close.append(before)
+            if after is not None:
+                self._after_close.append(after)
 
     def _reopen(self, *, raise_errors: bool = False) -> None:
         """Replace a connection DuckDB invalidated (after a failed checkpoint) by a fresh one on the same file.
@@ -388,6 +405,7 @@ class Store:
         from the file when next needed. The callbacks run under :attr:`lock`, so they must take no other lock.
         """
         with self.lock:
+            self.outside_writes += 1
             for callback in list(self._outside_write):
                 callback()
 

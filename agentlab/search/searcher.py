@@ -1,0 +1,241 @@
+"""BM25 search over the parts of an index (segments and the recent-documents buffer), in time of the postings read.
+
+An index is a list of *parts*, each numbering its own documents: persisted and in-memory
+:class:`~agentlab.search.segment.Segment` s (:class:`SegmentPart`, with a mask of deleted documents) and the
+buffer of single appends (:class:`BufferPart`, over :class:`~agentlab.search.postings.DocTable`). A document is
+alive in exactly one part.
+
+Scores are FTS5's ``bm25()`` over the whole index, as :mod:`agentlab.search.bm25` defines them: N, the phrase's
+document frequency and the average length are sums over the parts' live documents, and each document's score
+adds its phrases' terms in query order, from 0.0, with the same float operations. Ties go to the smaller
+``search_seq`` (the version indexed first), as FTS5's rowid order does.
+
+Cost: reading each query term's postings in each part, plus work proportional to them; nothing is done per
+document of the index (a candidate set larger than a sixteenth of a part is marked in a dense array, which is
+cheaper than sorting that many postings and still proportional to them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Any
+
+import numpy as np
+
+from agentlab.search.bm25 import BM25Params, bm25_term, fts5_idf, top_k
+from agentlab.search.lexicon import Lexicon
+from agentlab.search.postings import DocTable
+from agentlab.search.segment import Segment
+
+__all__ = ["BufferPart", "SegmentPart", "search_parts"]
+
+_EMPTY = np.zeros(0, dtype=np.int64)
+
+
+class SegmentPart:
+    """A segment and which of its documents are still alive."""
+
+    def __init__(self, segment: Segment, live: np.ndarray | None = None) -> None:
+        self.segment = segment
+        self.live = live  # None: every document alive
+        self.n_live = segment.n_docs if live is None else int(live.sum())
+        self.live_length = segment.total_length if live is None else int(segment.doc_len[live].sum(dtype=np.int64))
+
+    @property
+    def n_deleted(self) -> int:
+        return self.segment.n_docs - self.n_live
+
+    def kill(self, docnums: np.ndarray) -> int:
+        """Mark documents deleted; returns how many were alive."""
+        if not len(docnums):
+            return 0
+        if self.live is None:
+            self.live = np.ones(self.segment.n_docs, dtype=np.bool_)
+        docnums = docnums[self.live[docnums]]
+        if len(docnums):
+            self.live[docnums] = False
+            self.n_live -= len(docnums)
+            self.live_length -= int(self.segment.doc_len[docnums].sum(dtype=np.int64))
+        return len(docnums)
+
+    def kill_where(self, mask: np.ndarray) -> int:
+        return self.kill(np.flatnonzero(mask))
+
+    def phrase(self, tids: list[int | None]) -> tuple[np.ndarray, np.ndarray]:
+        docs, counts = self.segment.phrase(tids)
+        if self.live is not None and len(docs):
+            keep = self.live[docs]
+            docs, counts = docs[keep], counts[keep]
+        return docs.astype(np.int64, copy=False), counts
+
+    def doc_len(self, docs: np.ndarray) -> np.ndarray:
+        return self.segment.doc_len[docs]
+
+    def search_seq(self, docs: np.ndarray) -> np.ndarray:
+        return self.segment.doc_search_seq[docs]
+
+    def doc_seq(self, docs: np.ndarray) -> np.ndarray:
+        return self.segment.doc_seq[docs]
+
+    def group_codes(self, groups: Collection[str]) -> list[int]:
+        return [self.segment.group_code[g] for g in groups if g in self.segment.group_code]
+
+    def doc_group(self, docs: np.ndarray) -> np.ndarray:
+        return self.segment.doc_group[docs]
+
+    def hit(self, doc: int) -> tuple[str, str]:
+        """(document id, group) of one document."""
+        return self.segment.doc_ids(np.array([doc]))[0], self.segment.groups[int(self.segment.doc_group[doc])]
+
+
+class BufferPart:
+    """The documents appended one at a time since the last flush: a :class:`DocTable` plus each row's seq."""
+
+    def __init__(self) -> None:
+        self.table = DocTable()
+        self.row_seq: list[int] = []
+        self.rows: list[tuple[str, str, int, int, list[str]]] = []  # (id, group, seq, search_seq, tokens)
+
+    @property
+    def n_live(self) -> int:
+        return self.table.postings.n_alive
+
+    @property
+    def live_length(self) -> int:
+        return self.table.postings.total_length
+
+    def add(self, doc_id: str, group: str, seq: int, search_seq: int, tokens: list[str]) -> None:
+        before = self.table.postings.size
+        self.table.add(doc_id, group, search_seq, tokens)
+        if self.table.postings.size > before:
+            self.row_seq.append(seq)
+            self.rows.append((doc_id, group, seq, search_seq, tokens))
+
+    def kill(self, doc_ids: Collection[str]) -> None:
+        for doc_id in doc_ids:
+            self.table.drop(doc_id)
+
+    def live_rows(self) -> list[tuple[str, str, int, int, list[str]]]:
+        alive = self.table.postings.alive.values
+        return [row for row, keep in zip(self.rows, alive.tolist()) if keep]
+
+    def phrase(self, tokens: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        docs, counts = self.table.postings.phrase(tokens)
+        return docs.astype(np.int64, copy=False), counts
+
+    def doc_len(self, docs: np.ndarray) -> np.ndarray:
+        return self.table.postings.lengths.values[docs]
+
+    def search_seq(self, docs: np.ndarray) -> np.ndarray:
+        return self.table.seqs.values[docs]
+
+    def doc_seq(self, docs: np.ndarray) -> np.ndarray:
+        return np.asarray(self.row_seq, dtype=np.int64)[docs]
+
+    def group_codes(self, groups: Collection[str]) -> list[int]:
+        return [self.table.group_code[g] for g in groups if g in self.table.group_code]
+
+    def doc_group(self, docs: np.ndarray) -> np.ndarray:
+        return self.table.group_of.values[docs]
+
+    def hit(self, doc: int) -> tuple[str, str]:
+        return self.table.doc_ids[doc], self.table.groups[int(self.table.group_of.values[doc])]  # type: ignore[return-value]
+
+
+Part = SegmentPart | BufferPart
+
+
+def _union(lists: list[np.ndarray], size: int) -> np.ndarray:
+    total = sum(len(x) for x in lists)
+    if total * 16 > size:  # dense marking: proportional to the postings, as they are a large share of the part
+        mark = np.zeros(size, dtype=np.bool_)
+        for docs in lists:
+            mark[docs] = True
+        return np.flatnonzero(mark)
+    return np.unique(np.concatenate(lists)) if lists else _EMPTY
+
+
+def _intersection(lists: list[np.ndarray]) -> np.ndarray:
+    ordered = sorted(lists, key=len)
+    found = ordered[0]
+    for docs in ordered[1:]:
+        if not len(found):
+            break
+        at = np.searchsorted(docs, found)
+        at[at == len(docs)] = 0
+        found = found[docs[at] == found] if len(docs) else found[:0]
+    return found
+
+
+def search_parts(parts: Sequence[Part], lexicon: Lexicon | None, phrases: list[tuple[str, ...]], mode: str, limit: int,
+                 params: BM25Params, *, groups: Collection[str] | None = None,
+                 seqs: np.ndarray | None = None) -> list[tuple[str, float, str, int]]:
+    """The best ``limit`` documents of ``parts`` for the query's phrases, as ``(doc id, score, group, search_seq)``.
+
+    Args:
+        parts: The index's parts.
+        lexicon: Term ids for segment parts (None if there are none).
+        phrases: The query's phrases in query order, repeats included (FTS5 sums over each).
+        mode: ``"any"`` (a document matching one phrase) or ``"all"``/``"phrase"`` (every distinct phrase).
+        limit: How many hits at most.
+        params: BM25 constants.
+        groups: Only documents of these groups.
+        seqs: Only documents whose row seq is in this sorted array.
+    """
+    distinct = list(dict.fromkeys(phrases))
+    tids = {p: [lexicon.get(t) for t in p] for p in distinct} if lexicon is not None else {}
+    found: list[dict[tuple[str, ...], tuple[np.ndarray, np.ndarray]]] = []
+    for part in parts:
+        if isinstance(part, SegmentPart):
+            found.append({p: part.phrase(tids[p]) for p in distinct})
+        else:
+            found.append({p: part.phrase(p) for p in distinct})
+    n_docs = sum(part.n_live for part in parts)
+    if not n_docs:
+        return []
+    avgdl = sum(part.live_length for part in parts) / n_docs
+    idf = {p: fts5_idf(n_docs, sum(len(f[p][0]) for f in found)) for p in distinct}
+    best_scores, best_keys, best_where = [], [], []
+    for index, (part, hits) in enumerate(zip(parts, found)):
+        lists = [hits[p][0] for p in distinct]
+        if mode == "any":
+            candidates = _union([d for d in lists if len(d)], part.segment.n_docs if isinstance(part, SegmentPart)
+                                else part.table.postings.size)
+        else:
+            candidates = _intersection(lists)
+        if groups is not None and len(candidates):
+            candidates = candidates[np.isin(part.doc_group(candidates), part.group_codes(groups))]
+        if seqs is not None and len(candidates):
+            candidates = candidates[np.isin(part.doc_seq(candidates), seqs)]
+        if not len(candidates):
+            continue
+        scores = np.zeros(len(candidates))
+        lengths = part.doc_len(candidates)
+        for phrase in phrases:  # query order, repeats included
+            docs, tf = hits[phrase]
+            if not len(docs):
+                continue
+            at = np.searchsorted(candidates, docs)
+            at[at == len(candidates)] = 0
+            ok = candidates[at] == docs
+            if ok.any():
+                where = at[ok]
+                scores[where] += bm25_term(idf[phrase], tf[ok], lengths[where], avgdl, params)
+        keys = part.search_seq(candidates)
+        keep = top_k(keys, scores, limit)
+        best_scores.append(scores[keep])
+        best_keys.append(keys[keep])
+        best_where.append(np.stack([np.full(len(keep), index), candidates[keep]], axis=1))
+    if not best_scores:
+        return []
+    scores, keys, where = np.concatenate(best_scores), np.concatenate(best_keys), np.concatenate(best_where)
+    out = []
+    for i in top_k(keys, scores, limit).tolist():
+        doc_id, group = parts[int(where[i, 0])].hit(int(where[i, 1]))
+        out.append((doc_id, float(scores[i]), group, int(keys[i])))
+    return out
+
+
+def as_seqs(values: Any) -> np.ndarray:
+    """A sorted int64 array of row seqs."""
+    return np.unique(np.asarray(list(values), dtype=np.int64))
