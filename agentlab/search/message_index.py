@@ -132,8 +132,11 @@ class _State:
             except (CorruptIndexError, KeyError, TypeError, ValueError):
                 self.lexicon, self.persisted, self.lexicon_name = Lexicon(), [], None
                 meta = None
-        self.exact = meta is not None and meta.get("stamp") is not None and \
-            meta.get("stamp") == store.opened_stamp and store.outside_writes == 0
+        if meta is not None:
+            self.exact = meta.get("stamp") is not None and meta.get("stamp") == store.opened_stamp and \
+                store.outside_writes == 0
+        else:  # no index yet: exact only if the file has nothing to index (a new agent)
+            self.exact = not store.scalar("SELECT count(*) FROM messages WHERE search_tokens IS NOT NULL")
         self.saved_stamp = meta.get("stamp") if meta is not None else None
         self.opened = True
         if self.files is not None and not store.read_only:
@@ -368,10 +371,10 @@ class _State:
                 and live < PERSIST_MIN_DOCS:
             return
         if not self.changed and self.saved_stamp is not None and self.saved_stamp == store.opened_stamp and \
-                self.exact and file_stamp(store.path) == self.saved_stamp:
+                self.exact and store.stamp() == self.saved_stamp:
             return  # nothing happened to the file or the index since it was saved
         self.flush()
-        stamp = file_stamp(store.path) if self.exact and store.checkpoint() else None
+        stamp = store.stamp() if self.exact and store.checkpoint() else None
         self.commit(stamp)
         self._closing_stamp = stamp
 
@@ -468,6 +471,11 @@ class MessageIndex:
             return int(self.store.scalar("SELECT count(*) FROM messages WHERE search_tokens IS NOT NULL"))
         return int(self.store.scalar(
             "SELECT count(*) FROM messages WHERE search_tokens IS NOT NULL AND session_id = ?", [group]))
+
+    def prepare(self) -> None:
+        """Open the index now (the tree calls this before its first write, so the index sees every write)."""
+        with self.store.lock:
+            self._state.open()
 
     def flush(self) -> None:
         """Write what is in memory as a segment now and commit it (tests and benchmarks; closing does it too)."""

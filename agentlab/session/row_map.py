@@ -2,10 +2,10 @@
 
 The rows present when the map was loaded are the *base*: numpy arrays in seq order (seq, parent row, session
 code, whether alive, whether a leaf of its session), the ids as one UTF-8 buffer with offsets, and the ids' 64-bit
-MD5 prefixes sorted for lookups. DuckDB computes those hashes (``md5_number_upper``), so loading a million rows
-creates no Python string; this module computes the same hash for the one id it is asked about and checks the
-candidate row's id, so a hash collision can never mix two ids up. Rows written after the load are the
-*overlay*: plain dicts, as small as the writes since.
+FNV-1a hashes sorted for lookups. The hashes are computed over the Arrow buffers with numpy, one byte position
+at a time for all ids, so loading a million rows creates no Python string; a lookup hashes the one id it is
+asked about the same way and compares the candidate row's id, so a hash collision can never mix two ids up.
+Rows written after the load are the *overlay*: plain dicts, as small as the writes since.
 
 Invariants:
 
@@ -20,7 +20,6 @@ Invariants:
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable
 from typing import Any
 
@@ -28,16 +27,41 @@ import numpy as np
 
 __all__ = ["RowMap", "id_hash"]
 
-_LOAD = """
-SELECT seq, md5_number_upper(id) AS h, md5_number_upper(parent_id) AS ph, parent_id IS NULL AS root, id, session_id
-FROM messages
-ORDER BY seq
-"""
+_LOAD = "SELECT seq, id, parent_id, session_id FROM messages ORDER BY seq"
+_FNV_OFFSET = 0xCBF29CE484222325
+_FNV_PRIME = 0x100000001B3
+_MASK = (1 << 64) - 1
 
 
 def id_hash(mid: str) -> int:
-    """DuckDB's ``md5_number_upper(mid)``: the first 8 bytes of the MD5 of its UTF-8, little-endian."""
-    return int.from_bytes(hashlib.md5(mid.encode("utf-8")).digest()[:8], "little")
+    """The 64-bit FNV-1a hash of ``mid``'s UTF-8 bytes (what :func:`hash_column` computes for each string)."""
+    h = _FNV_OFFSET
+    for byte in mid.encode("utf-8"):
+        h = ((h ^ byte) * _FNV_PRIME) & _MASK
+    return h
+
+
+def hash_column(starts: np.ndarray, lengths: np.ndarray, data: np.ndarray) -> np.ndarray:
+    """:func:`id_hash` of every string of a UTF-8 column (start and length of each in ``data``), vectorised.
+
+    Strings are taken longest first, one byte position at a time, so step ``k`` touches only the strings longer
+    than ``k``: the work is the column's bytes plus a few numpy calls per position of the longest string.
+    """
+    out = np.full(len(lengths), _FNV_OFFSET, dtype=np.uint64)
+    if not len(lengths):
+        return out
+    order = np.argsort(-lengths, kind="stable")
+    longest_first = -lengths[order]
+    at = starts[order].astype(np.int64)
+    h = out[order]
+    prime = np.uint64(_FNV_PRIME)
+    for k in range(int(-longest_first[0])):
+        active = int(np.searchsorted(longest_first, -k, side="left"))
+        h[:active] ^= data[at[:active]]
+        h[:active] *= prime
+        at[:active] += 1
+    out[order] = h
+    return out
 
 
 def _ints(array: Any, dtype: Any) -> np.ndarray:
@@ -93,12 +117,11 @@ class RowMap:
         n = table.num_rows
         if not n:
             return self
-        seq = _ints(table.column("seq"), np.int64)
-        hashes = _ints(table.column("h"), np.int64).view(np.uint64)
-        ids = table.column("id").combine_chunks()
         from agentlab.search.segment import utf8_buffers
 
-        self._id_offsets, raw = utf8_buffers(ids)
+        seq = _ints(table.column("seq"), np.int64)
+        self._id_offsets, raw = utf8_buffers(table.column("id"))
+        hashes = hash_column(self._id_offsets[:-1], np.diff(self._id_offsets), raw)
         self._id_bytes = raw.tobytes()
         sessions = pc.dictionary_encode(table.column("session_id").combine_chunks())
         self._sessions = sessions.dictionary.to_pylist()
@@ -116,9 +139,14 @@ class RowMap:
                 alive[later] = False
         self._alive = alive
         # Parents: the base row holding the parent id, found by its hash and checked where hashes repeat.
-        parent_hash = _ints(table.column("ph"), np.int64).view(np.uint64)
-        root = _ints(table.column("root").cast("int8"), np.int8).astype(np.bool_)
-        at = np.minimum(np.searchsorted(self._sorted_hash, parent_hash), n - 1)
+        parents = table.column("parent_id").combine_chunks()
+        root = _ints(parents.is_null().cast("int8"), np.int8).astype(np.bool_)
+        parent_offsets, parent_raw = utf8_buffers(parents)
+        parent_hash = hash_column(parent_offsets[:-1], np.where(root, 0, np.diff(parent_offsets)), parent_raw)
+        del parents, parent_raw, table
+        by_parent = np.argsort(parent_hash)  # searching sorted keys is several times faster than random ones
+        at = np.empty(n, dtype=np.int64)
+        at[by_parent] = np.minimum(np.searchsorted(self._sorted_hash, parent_hash[by_parent]), n - 1)
         found = (self._sorted_hash[at] == parent_hash) & ~root
         parent = np.where(root, -1, np.where(found, self._hash_rows[at], -2)).astype(np.int64)
         ambiguous = np.isin(parent_hash, self._sorted_hash[same]) & ~root if len(same) else np.zeros(n, np.bool_)

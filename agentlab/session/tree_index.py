@@ -111,6 +111,7 @@ class TreeIndex:
             for record in load_compactions(store):
                 self._compactions.setdefault(record.session_id, []).append(record)
             self._load_sessions()
+            self.fts.prepare()  # before any write of this process, so the index can tell what it already holds
             self._inherited_cache: dict[str, tuple[int, frozenset[str]]] = {}
             self._branch_cache: dict[str, tuple[str | None, int, set[str]]] = {}
             self._path_cache: dict[str, tuple[str, int, int, list[str], list[int], bool]] = {}

@@ -48,24 +48,17 @@ from agentlab.errors import (
     SqlError,
     StoreInUseError,
 )
+from agentlab.store.close_hooks import CloseHooks
 from agentlab.store.files import DURABLE, MEMORY, connect, create_file, is_disk_full, migrate, open_reason
 from agentlab.store.materialised import Materialised as _Materialised
 from agentlab.store.migrations import MIGRATIONS, Migration
-from agentlab.store.stamp import file_stamp
+from agentlab.store.stamp import FileStamper
 
 T = TypeVar("T")
 
 # One live store per file in this process, keyed by the file's real path.
 _open_files: weakref.WeakValueDictionary[str, Store] = weakref.WeakValueDictionary()
 _open_files_lock = threading.Lock()
-
-
-def _run_close_callback(callback: Callable[[], None]) -> None:
-    try:
-        callback()
-    except Exception as exc:  # closing must release the file whatever a cache's saving does
-        warnings.warn(f"While closing an agent file, saving a derived cache failed ({exc!r}); it is rebuilt from "
-                      "the file when next needed.", RuntimeWarning, stacklevel=3)
 
 
 def _file_key(path: str) -> str:
@@ -90,7 +83,7 @@ class StoreHealth:
     reopened: int = 0
 
 
-class Store:
+class Store(CloseHooks):
     """An open DuckDB database with agentlab's schema applied.
 
     Args:
@@ -131,12 +124,10 @@ class Store:
         # (agent.sql) may have changed the file, so no cache outlives a change made behind its back.
         self._outside_write: list[Callable[[], None]] = []
         self._derived: dict[str, Any] = {}
-        # Derived files beside the file (a search index) are saved before the connection closes and checked after;
-        # they compare outside_writes (note_outside_write calls) and opened_stamp (file_stamp at open) with theirs.
-        self._before_close: list[Callable[[], None]] = []
-        self._after_close: list[Callable[[], None]] = []
-        self.outside_writes = 0
-        self.opened_stamp: str | None = None
+        # Derived files beside the file (a search index) are saved around close (CloseHooks.on_close) and compare
+        # outside_writes (note_outside_write calls) and opened_stamp (the file's stamp at open) with theirs.
+        CloseHooks.__init__(self)
+        self.outside_writes, self.opened_stamp, self._stamper = 0, None, FileStamper(None)
         steps = MIGRATIONS if migrations is None else migrations
         if self.path == MEMORY:
             self._conn = connect(self.path, False)
@@ -156,13 +147,15 @@ class Store:
                 )
             if not read_only and not file.exists():
                 create_file(file, steps)
+            self._stamper = FileStamper(self.path)  # before DuckDB locks the file, closed after it lets go
             self._conn = connect(self.path, read_only)
             self._migrate_or_close(steps)
-            self.opened_stamp = file_stamp(self.path)
+            self.opened_stamp = self.stamp()
         except BaseException:
             with _open_files_lock:
                 if _open_files.get(key) is self:
                     del _open_files[key]
+            self._stamper.close()
             raise
 
     def _migrate_or_close(self, migrations: Sequence[Migration]) -> None:
@@ -205,9 +198,7 @@ class Store:
         """
         with self.lock:
             if not self._closed_by_user and self._conn is not None:
-                callbacks, self._before_close = self._before_close, []
-                for callback in callbacks:
-                    _run_close_callback(callback)
+                self._run_close_hooks(before=True)
             self._closed_by_user = True
             if self._conn is not None:
                 try:
@@ -216,21 +207,17 @@ class Store:
                     pass  # an invalidated instance cannot checkpoint; its WAL is replayed at the next open
                 finally:
                     self._conn = None
+            self._stamper.close()
         if self.path != MEMORY:
             with _open_files_lock:
                 key = _file_key(self.path)
                 if _open_files.get(key) is self:
                     del _open_files[key]
-        callbacks, self._after_close = self._after_close, []
-        for callback in callbacks:
-            _run_close_callback(callback)
+        self._run_close_hooks(before=False)
 
-    def on_close(self, before: Callable[[], None], after: Callable[[], None] | None = None) -> None:
-        """Run ``before`` when the store closes, while it still holds the file, and ``after`` once it released it."""
-        with self.lock:
-            self._before_close.append(before)
-            if after is not None:
-                self._after_close.append(after)
+    def stamp(self) -> str | None:
+        """:func:`~agentlab.store.stamp.file_stamp` of the file now (None in memory, or with commits in the log)."""
+        return self._stamper.stamp()
 
     def _reopen(self, *, raise_errors: bool = False) -> None:
         """Replace a connection DuckDB invalidated (after a failed checkpoint) by a fresh one on the same file.
