@@ -22,6 +22,18 @@ from agentlab.search.sections import SectionFile
 __all__ = ["Lexicon"]
 
 
+class _TermIds(dict[str, int]):
+    """term -> id for writers; a term not seen before gets the next id (a C-level lookup for known terms)."""
+
+    def __init__(self, lexicon: Lexicon) -> None:
+        super().__init__()
+        self._lexicon = lexicon
+
+    def __missing__(self, term: str) -> int:
+        tid = self[term] = self._lexicon._new(term)
+        return tid
+
+
 class Lexicon:
     """Term <-> id for one index (see the module docstring).
 
@@ -43,7 +55,7 @@ class Lexicon:
             self.persisted = 0
         self._added: dict[str, int] = {}
         self._added_list: list[str] = []
-        self._all: dict[str, int] | None = None
+        self._all: _TermIds | None = None
 
     def saved(self, file: SectionFile) -> None:
         """Every term was written to ``file``: read them from it from now on (ids, and a writer's dict, stay)."""
@@ -95,18 +107,16 @@ class Lexicon:
         if self._all is None:
             offsets = self._offsets.tolist()
             raw = self._bytes.tobytes()
-            every = {raw[offsets[i]:offsets[i + 1]].decode("utf-8"): i for i in range(self.persisted)}
+            every = _TermIds(self)
+            every.update((raw[offsets[i]:offsets[i + 1]].decode("utf-8"), i) for i in range(self.persisted))
             every.update(self._added)
             self._all = every
-        every, added, added_list = self._all, self._added, self._added_list
-        out = np.empty(len(terms), dtype=np.int64)
-        for i, term in enumerate(terms):
-            tid = every.get(term)
-            if tid is None:
-                tid = every[term] = added[term] = self.persisted + len(added_list)
-                added_list.append(term)
-            out[i] = tid
-        return out
+        return np.fromiter(map(self._all.__getitem__, terms), dtype=np.int64, count=len(terms))
+
+    def _new(self, term: str) -> int:
+        tid = self._added[term] = self.persisted + len(self._added_list)
+        self._added_list.append(term)
+        return tid
 
     def arrays(self) -> dict[str, np.ndarray]:
         """Every term, for writing a new terms file: ``term_offsets``, ``term_bytes`` and the sorted ``order``."""

@@ -123,6 +123,7 @@ class RowMap:
         self._id_offsets, raw = utf8_buffers(table.column("id"))
         hashes = hash_column(self._id_offsets[:-1], np.diff(self._id_offsets), raw)
         self._id_bytes = raw.tobytes()
+        self._mv_offsets = memoryview(self._id_offsets)
         sessions = pc.dictionary_encode(table.column("session_id").combine_chunks())
         self._sessions = sessions.dictionary.to_pylist()
         self._code = {s: i for i, s in enumerate(self._sessions)}
