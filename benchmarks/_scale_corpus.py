@@ -13,9 +13,9 @@ that 2 % are regenerated replies (a sibling of the previous message). The curren
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from functools import cached_property
 
 import numpy as np

@@ -219,26 +219,32 @@ lite = sqlite3.connect({path!r}, isolation_level=None)
 lite.execute("PRAGMA synchronous=FULL")
 kinds = {kinds!r}
 out = {{}}
+from agentlab.session.messages import message_text
 def ours(words, mode):
     return [h.id for h in session.search(" ".join(words), mode=mode, limit={limit})]
+def ours_index(words, mode):  # upstream's work: the ranked ids with each message's role and text
+    hits = session.tree.fts.search(" ".join(words), mode=mode, limit={limit}, groups=[""])
+    return [(m["id"], m["role"], message_text(m)) for m in session.tree.read([h.doc_id for h in hits])]
 def anchor(words, mode, query):
     return [r[0] for r in lite.execute({search!r}, [query, "", {limit}]).fetchall()]
 ours(["warm"], "any"); anchor(["warm"], "any", '"warm"')
 for kind, (mode, queries, fts_queries) in kinds.items():
-    mine, theirs, differ, hits = [], [], 0, []
+    mine, index, theirs, differ, hits = [], [], [], 0, []
     for q, words in enumerate(queries):
         for run in range({runs}):
-            sides = [0, 1] if (q + run) % 2 == 0 else [1, 0]
+            sides = [0, 2, 1] if (q + run) % 2 == 0 else [1, 2, 0]
             for side in sides:
                 t0 = time.perf_counter()
                 if side == 0:
                     got = ours(words, mode)
+                elif side == 2:
+                    ours_index(words, mode)
                 else:
                     want = anchor(words, mode, fts_queries[q])
-                (mine if side == 0 else theirs).append(time.perf_counter() - t0)
+                [mine, theirs, index][side].append(time.perf_counter() - t0)
         differ += got != want
         hits.append(len(want))
-    out[kind] = {{"ours": mine, "anchor": theirs, "differ": differ, "hits": hits}}
+    out[kind] = {{"ours": mine, "index": index, "anchor": theirs, "differ": differ, "hits": hits}}
 # durable single appends under the tip, next to DuckDB's own one-row INSERT and the anchor's append
 floor = duckdb.connect({floor!r})
 floor.execute("CREATE TABLE a (seq BIGINT NOT NULL, id VARCHAR NOT NULL, session_id VARCHAR NOT NULL, "
@@ -366,8 +372,8 @@ def run_size(n: int, repeats: int, base: Path, session_options: dict) -> list[di
 def report(r: dict) -> None:
     co, ca = r["cold_ours"], r["cold_anchor"]
     print(f"\n== {r['n']:,} messages, repeat {r['repeat'] + 1}: load {r['load']:.1f} -> {r['load_after']:.1f}, "
-          f"machine check {r['machine_ms']:.0f} -> {r['machine_ms_after']:.0f} ms; files {r['bytes_ours'] / 1e6:,.0f} MB"
-          f" (ours) / {r['bytes_anchor'] / 1e6:,.0f} MB (anchor)", flush=True)
+          f"machine check {r['machine_ms']:.0f} -> {r['machine_ms_after']:.0f} ms; files "
+          f"{r['bytes_ours'] / 1e6:,.0f} MB (ours) / {r['bytes_anchor'] / 1e6:,.0f} MB (anchor)", flush=True)
     print(f"{'figure':44} {'agentlab':>12} {'sqlite+FTS5':>12} {'ratio':>7}")
     rate_o, rate_a = r["n"] / r["import_ours"], r["n"] / r["import_anchor"]
     print(f"{'bulk import (msg/s; ratio ours/anchor)':44} {rate_o:12,.0f} {rate_a:12,.0f} {rate_o / rate_a:7.2f}")
@@ -376,7 +382,8 @@ def report(r: dict) -> None:
     print(f"{'  of which open + history (s)':44} {co['open_history']:12.3f} {ca['open_history']:12.3f}")
     print(f"{'  of which first search (s)':44} {co['search']:12.3f} {ca['search']:12.3f}")
     mo, ma = co["memory"], ca["memory"]
-    print(f"{'memory after it: VmRSS (MB)':44} {mo['VmRSS']:12.0f} {ma['VmRSS']:12.0f} {mo['VmRSS'] / ma['VmRSS']:7.2f}")
+    print(f"{'memory after it: VmRSS (MB)':44} {mo['VmRSS']:12.0f} {ma['VmRSS']:12.0f} "
+          f"{mo['VmRSS'] / ma['VmRSS']:7.2f}")
     print(f"{'  anonymous / file-backed / peak (MB)':44} {mo['RssAnon']:4.0f}/{mo['RssFile']:3.0f}/{mo['VmHWM']:4.0f}"
           f" {ma['RssAnon']:4.0f}/{ma['RssFile']:3.0f}/{ma['VmHWM']:4.0f}")
     print(f"{'get_branches first call (ms)':44} {co['branches'] * 1e3:12.2f} {ca['branches'] * 1e3:12.2f} "
@@ -385,9 +392,10 @@ def report(r: dict) -> None:
     for kind, q in r["queries"].items():
         if kind == "append":
             continue
-        o, a = median(q["ours"]) * 1e3, median(q["anchor"]) * 1e3
+        o, i, a = median(q["ours"]) * 1e3, median(q["index"]) * 1e3, median(q["anchor"]) * 1e3
         print(f"{kind + ' p50 (ms)':44} {o:12.3f} {a:12.3f} {o / a:7.2f}   hits {min(q['hits'])}-{max(q['hits'])},"
               f" differing top-{LIMIT}: {q['differ']}")
+        print(f"{'  same work as upstream (ids, roles, texts)':44} {i:12.3f} {a:12.3f} {i / a:7.2f}")
     ap = r["queries"]["append"]
     o, f, a = (median(ap[k]) * 1e3 for k in ("ours", "floor", "anchor"))
     print(f"{'durable append p50 (ms; ratio to DuckDB floor)':44} {o:12.3f} {a:12.3f} {o / f:7.2f}   floor {f:.3f} ms")

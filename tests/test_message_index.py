@@ -14,7 +14,7 @@ import sqlite3
 import duckdb
 import pytest
 
-from agentlab.search import message_index
+from agentlab.search import index_state
 from agentlab.search.index_files import IndexFiles, index_folder
 from agentlab.search.tokenizer import tokenize
 from agentlab.session.session import Session
@@ -29,10 +29,10 @@ QUERIES = ["alpha", "on", "friday server", "deploy deploying", "alpha alpha beta
 
 @pytest.fixture(autouse=True)
 def small_thresholds(monkeypatch):
-    monkeypatch.setattr(message_index, "PERSIST_MIN_DOCS", 1)
-    monkeypatch.setattr(message_index, "FLUSH_DOCS", 7)
-    monkeypatch.setattr(message_index, "MAX_SEGMENTS", 3)
-    monkeypatch.setattr(message_index, "MERGE_AT_ONCE", 2)
+    monkeypatch.setattr(index_state, "PERSIST_MIN_DOCS", 1)
+    monkeypatch.setattr(index_state, "FLUSH_DOCS", 7)
+    monkeypatch.setattr(index_state, "MAX_SEGMENTS", 3)
+    monkeypatch.setattr(index_state, "MERGE_AT_ONCE", 2)
 
 
 def _quote(s: str) -> str:
@@ -174,13 +174,13 @@ def saved(store_path):
 
 def reconciles(monkeypatch) -> list[int]:
     calls: list[int] = []
-    original = message_index._State.reconcile
+    original = index_state.IndexState.reconcile
 
     def counting(self):
         calls.append(1)
         return original(self)
 
-    monkeypatch.setattr(message_index._State, "reconcile", counting)
+    monkeypatch.setattr(index_state.IndexState, "reconcile", counting)
     return calls
 
 

@@ -43,10 +43,10 @@ class Lexicon:
 
     def __init__(self, file: SectionFile | None = None) -> None:
         self._file = file
-        if file is not None:
-            self._offsets = file.verified("term_offsets")
-            self._bytes = file.verified("term_bytes")
-            self._order = file.verified("order")
+        if file is not None:  # checked a block at a time as lookups touch them (sections.SectionFile.verified)
+            self._offsets = file["term_offsets"]
+            self._bytes = file["term_bytes"]
+            self._order = file["order"]
             self.persisted = len(self._order)
         else:
             self._offsets = np.zeros(1, dtype=np.int64)
@@ -60,9 +60,9 @@ class Lexicon:
     def saved(self, file: SectionFile) -> None:
         """Every term was written to ``file``: read them from it from now on (ids, and a writer's dict, stay)."""
         self._file = file
-        self._offsets = file.verified("term_offsets")
-        self._bytes = file.verified("term_bytes")
-        self._order = file.verified("order")
+        self._offsets = file["term_offsets"]
+        self._bytes = file["term_bytes"]
+        self._order = file["order"]
         self.persisted = len(self._order)
         self._added, self._added_list = {}, []
 
@@ -75,7 +75,11 @@ class Lexicon:
         return bool(self._added_list)
 
     def _persisted_term(self, tid: int) -> bytes:
-        return self._bytes[self._offsets[tid]:self._offsets[tid + 1]].tobytes()
+        file = self._file
+        if file is None:
+            return self._bytes[self._offsets[tid]:self._offsets[tid + 1]].tobytes()
+        lo, hi = file.verified("term_offsets", tid, tid + 2)
+        return file.verified("term_bytes", int(lo), int(hi)).tobytes()
 
     def get(self, term: str) -> int | None:
         """The id of ``term``, or None if no document of the index has it."""
@@ -84,20 +88,22 @@ class Lexicon:
             return found
         key = term.encode("utf-8")
         lo, hi = 0, self.persisted
-        order = self._order
+        order = self._order if self._file is None else None
         while lo < hi:
             mid = (lo + hi) // 2
-            if self._persisted_term(int(order[mid])) < key:
+            tid = int(order[mid]) if order is not None else int(self._file.verified("order", mid, mid + 1)[0])
+            if self._persisted_term(tid) < key:
                 lo = mid + 1
             else:
                 hi = mid
         if lo < self.persisted:
-            tid = int(order[lo])
+            tid = int(order[lo]) if order is not None else int(self._file.verified("order", lo, lo + 1)[0])
             if self._persisted_term(tid) == key:
                 return tid
         return None
 
     def term(self, tid: int) -> str:
+        """The term with id ``tid``."""
         if tid < self.persisted:
             return self._persisted_term(tid).decode("utf-8")
         return self._added_list[tid - self.persisted]
@@ -105,6 +111,8 @@ class Lexicon:
     def ids_of(self, terms: Sequence[str]) -> np.ndarray:
         """Ids of ``terms`` (int64), giving new terms the next ids (for writers; builds a dict of every term once)."""
         if self._all is None:
+            if self._file is not None:
+                self._file.verify_all()
             offsets = self._offsets.tolist()
             raw = self._bytes.tobytes()
             every = _TermIds(self)
@@ -123,6 +131,8 @@ class Lexicon:
         import pyarrow as pa
         import pyarrow.compute as pc
 
+        if self._file is not None:
+            self._file.verify_all()
         encoded = [t.encode("utf-8") for t in self._added_list]
         sizes = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
         offsets = np.concatenate([self._offsets, self._offsets[-1] + np.cumsum(sizes)]).astype(np.int64)

@@ -8,9 +8,10 @@ same statement as the row). This index is derived from them and lives in three p
 * **in-memory segments**, one per bulk import batch, built when the batch commits;
 * **the buffer** of single appends (:class:`~agentlab.search.searcher.BufferPart`).
 
-When in-memory documents pass :data:`FLUSH_DOCS` (or :data:`FLUSH_TOKENS` tokens) they are merged into one
-persisted segment; when there are more than :data:`MAX_SEGMENTS`, the smallest are merged. Closing the store
-flushes, checkpoints DuckDB and writes the file's :func:`~agentlab.store.stamp.file_stamp` into the index.
+When in-memory documents pass ``FLUSH_DOCS`` (or ``FLUSH_TOKENS`` tokens) they are merged into one persisted
+segment; when there are more than ``MAX_SEGMENTS``, the smallest are merged (the constants are in
+:mod:`agentlab.search.index_state`). Closing the store flushes, checkpoints DuckDB and writes the file's
+:func:`~agentlab.store.stamp.file_stamp` into the index.
 
 Trust (which index a search may use):
 
@@ -23,8 +24,10 @@ Trust (which index a search may use):
   persisted document whose ``search_seq`` is gone or whose hash differs is deleted, and every row the index
   lacks is read and indexed. A change is therefore seen unless it keeps a row's ``search_seq`` and collides all
   64 bits of its hash. SQL from outside in this process drops the in-memory parts and reconciles the same way.
-* Read-only stores never write the folder; stores in memory and stores with fewer than
-  :data:`PERSIST_MIN_DOCS` indexed messages (that never had an index folder) are indexed in memory only.
+* Read-only stores never write the folder; stores in memory and stores with fewer than ``PERSIST_MIN_DOCS``
+  indexed messages (that never had an index folder) are indexed in memory only.
+* A damaged index file (its CRC-32s are checked as blocks are first read) makes the index forget itself, delete
+  its folder if it may, and rebuild from the file.
 
 Changes reach the index after their commit (``Store.after_commit``), so a search inside an open transaction does
 not see that transaction's own writes.
@@ -32,363 +35,17 @@ not see that transaction's own writes.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Collection, Iterable
-from dataclasses import dataclass
 from typing import Any
-
-import numpy as np
 
 from agentlab.errors import CorruptIndexError, InvalidSearchError
 from agentlab.search.bm25 import FTS5_BM25, BM25Params
 from agentlab.search.fulltext import MODES, Hit, query_phrases, snippet
-from agentlab.search.index_files import IndexFiles
-from agentlab.search.lexicon import Lexicon
-from agentlab.search.postings import arrow_ints, arrow_strings, numpy_ints
-from agentlab.search.searcher import BufferPart, SegmentPart, as_seqs, search_parts
-from agentlab.search.segment import Segment, build_segment
-from agentlab.search.segment_merge import merge_segments
-from agentlab.store.database import MEMORY, Store
-from agentlab.store.stamp import file_stamp
+from agentlab.search.index_state import IndexState
+from agentlab.search.searcher import as_seqs, search_parts
+from agentlab.store.database import Store
 
-__all__ = ["FLUSH_DOCS", "MAX_SEGMENTS", "PERSIST_MIN_DOCS", "MessageIndex"]
-
-PERSIST_MIN_DOCS = 1_000
-"""An index is first written to disk when it holds this many messages (smaller ones rebuild in milliseconds)."""
-FLUSH_DOCS = 50_000
-"""In-memory documents that trigger writing them as a segment."""
-FLUSH_TOKENS = 5_000_000
-"""In-memory tokens that trigger writing them as a segment."""
-MAX_SEGMENTS = 8
-"""Persisted segments kept before the smallest are merged."""
-MERGE_AT_ONCE = 4
-_READ_BATCH = 50_000
-
-_COLUMNS = """
-SELECT id AS doc_id, session_id AS grp, seq, search_seq,
-       CASE WHEN search_tokens = '' THEN 0
-            ELSE length(search_tokens) - length(replace(search_tokens, ' ', '')) + 1 END AS length,
-       search_tokens AS tokens, hash(id, session_id, search_tokens) AS hash
-FROM messages
-"""
-_FINGERPRINTS = """
-SELECT search_seq, hash(id, session_id, search_tokens) AS hash FROM messages WHERE search_tokens IS NOT NULL
-"""
-_HASHES = """
-SELECT search_seq, hash(id, session_id, search_tokens) AS hash FROM messages
-WHERE search_tokens IS NOT NULL AND search_seq BETWEEN ? AND ?
-"""
-
-
-def _uints(array: Any) -> np.ndarray:
-    return numpy_ints(array).view(np.uint64)
-
-
-@dataclass
-class _Persisted:
-    name: str
-    part: SegmentPart
-    deletes: str | None
-    changed: bool = False
-
-
-class _State:
-    """One store's index: its parts and how far they can be trusted (see the module docstring)."""
-
-    def __init__(self, store: Store) -> None:
-        self._store = weakref.ref(store)
-        self.files = IndexFiles(store.path) if store.path != MEMORY else None
-        self.opened = False
-        store.on_close(self.before_close, self.after_close)
-
-    @property
-    def store(self) -> Store:
-        store = self._store()
-        if store is None:  # pragma: no cover - the store owns this object
-            raise RuntimeError("The store of this index was garbage-collected.")
-        return store
-
-    # -- opening and trusting ------------------------------------------------------------------
-
-    def reset(self) -> None:
-        """Forget every part; the next use reopens the persisted index and reconciles it (after outside SQL)."""
-        self.opened = False
-
-    def open(self) -> None:
-        if self.opened:
-            return
-        self.lexicon = Lexicon()
-        self.persisted: list[_Persisted] = []
-        self.memory: list[SegmentPart] = []
-        self.buffer = BufferPart()
-        self.lexicon_name: str | None = None
-        self.saved_stamp: str | None = None
-        self.changed = False
-        store = self.store
-        meta = self.files.read_meta() if self.files is not None else None
-        if meta is not None:
-            try:
-                self._load(meta)
-            except (CorruptIndexError, KeyError, TypeError, ValueError):
-                self.lexicon, self.persisted, self.lexicon_name = Lexicon(), [], None
-                meta = None
-        if meta is not None:
-            self.exact = meta.get("stamp") is not None and meta.get("stamp") == store.opened_stamp and \
-                store.outside_writes == 0
-        else:  # no index yet: exact only if the file has nothing to index (a new agent)
-            self.exact = not store.scalar("SELECT count(*) FROM messages WHERE search_tokens IS NOT NULL")
-        self.saved_stamp = meta.get("stamp") if meta is not None else None
-        self.opened = True
-        if self.files is not None and not store.read_only:
-            self.files.collect_garbage(meta)
-
-    def _load(self, meta: dict[str, Any]) -> None:
-        assert self.files is not None
-        self.lexicon_name = meta["lexicon"]
-        self.lexicon = Lexicon(self.files.open(meta["lexicon"]))
-        for entry in meta["segments"]:
-            segment = Segment(self.files.open(entry["file"]))
-            if segment.n_terms > len(self.lexicon):
-                raise CorruptIndexError(self.files.folder / entry["file"], "uses terms its lexicon lacks")
-            live = None
-            if entry.get("deletes"):
-                dead = self.files.open(entry["deletes"]).verified("deleted")
-                if len(dead) and (int(dead.max()) >= segment.n_docs or int(dead.min()) < 0):
-                    raise CorruptIndexError(self.files.folder / entry["deletes"], "names documents out of range")
-                live = np.ones(segment.n_docs, dtype=np.bool_)
-                live[dead] = False
-            self.persisted.append(_Persisted(entry["file"], SegmentPart(segment, live), entry.get("deletes")))
-
-    def ready(self) -> None:
-        """Open, and reconcile with the file unless the index is known to be exact."""
-        self.open()
-        if not self.exact:
-            self.reconcile()
-
-    def parts(self) -> list[SegmentPart | BufferPart]:
-        return [*(p.part for p in self.persisted), *self.memory, self.buffer]
-
-    def reconcile(self) -> None:
-        """Make the parts hold exactly the file's committed indexed rows (see the module docstring)."""
-        store = self.store
-        cursor = store.conn.cursor()  # committed rows only, even inside an open transaction
-        try:
-            table = cursor.sql(_FINGERPRINTS).to_arrow_table()
-            file_ss = numpy_ints(table.column("search_seq")).astype(np.int64)
-            file_hash = _uints(table.column("hash"))
-            order = np.argsort(file_ss, kind="stable")
-            file_ss, file_hash = file_ss[order], file_hash[order]
-            known = [self.buffer.search_seq(np.flatnonzero(self.buffer.table.postings.alive.values))]
-            for part in self.memory:
-                docs = np.arange(part.segment.n_docs) if part.live is None else np.flatnonzero(part.live)
-                known.append(part.segment.doc_search_seq[docs])
-            for entry in self.persisted:
-                seg, part = entry.part.segment, entry.part
-                at = np.minimum(np.searchsorted(file_ss, seg.doc_search_seq), max(len(file_ss) - 1, 0))
-                same = (file_ss[at] == seg.doc_search_seq) & (file_hash[at] == seg.doc_hash) if len(file_ss) \
-                    else np.zeros(seg.n_docs, dtype=np.bool_)
-                alive = np.ones(seg.n_docs, dtype=np.bool_) if part.live is None else part.live
-                if part.kill_where(alive & ~same):
-                    entry.changed = self.changed = True
-                known.append(seg.doc_search_seq[alive & same])
-            covered = np.unique(np.concatenate(known)) if known else np.zeros(0, dtype=np.int64)
-            missing = file_ss[~np.isin(file_ss, covered)]
-            if len(missing):
-                self._read_rows(cursor, np.unique(missing))
-        finally:
-            cursor.close()
-        self.exact = True
-
-    def _read_rows(self, cursor: Any, missing: np.ndarray) -> None:
-        """Index the rows with these search seqs (sorted), read from the file in batches."""
-        for lo in range(0, len(missing), _READ_BATCH):
-            wanted = missing[lo:lo + _READ_BATCH]
-            query = _COLUMNS + "WHERE search_tokens IS NOT NULL AND search_seq BETWEEN ? AND ? ORDER BY search_seq"
-            table = cursor.sql(query, params=[int(wanted[0]), int(wanted[-1])]).to_arrow_table()
-            found = numpy_ints(table.column("search_seq"))
-            keep = np.isin(found, wanted)
-            if not keep.all():
-                table = table.filter(_bool_array(keep))
-            if table.num_rows:
-                self.memory.append(SegmentPart(build_segment(table, self.lexicon, _uints(table.column("hash")))))
-                self.changed = True
-                self.maybe_flush()
-
-    # -- changes -------------------------------------------------------------------------------
-
-    def add_one(self, doc_id: str, group: str, seq: int, search_seq: int, tokens: list[str], replaces: bool) -> None:
-        self.open()
-        if replaces:
-            self.kill_seqs(np.array([seq], dtype=np.int64), buffer=False)
-        self.buffer.add(doc_id, group, seq, search_seq, tokens)
-        self.changed = True
-        self.maybe_flush()
-
-    def add_table(self, table: Any) -> None:
-        self.open()
-        self.memory.append(SegmentPart(build_segment(table, self.lexicon)))
-        self.changed = True
-        self.maybe_flush()
-
-    def kill_seqs(self, seqs: np.ndarray, *, buffer: bool = True, ids: Collection[str] = ()) -> None:
-        self.open()
-        for entry in self.persisted:
-            if entry.part.kill_where(np.isin(entry.part.segment.doc_seq, seqs)):
-                entry.changed = self.changed = True
-        for part in self.memory:
-            if part.kill_where(np.isin(part.segment.doc_seq, seqs)):
-                self.changed = True
-        if buffer:
-            self.buffer.kill(ids)
-
-    def kill_group(self, group: str) -> None:
-        self.open()
-        for entry in self.persisted:
-            code = entry.part.segment.group_code.get(group)
-            if code is not None and entry.part.kill_where(entry.part.segment.doc_group == code):
-                entry.changed = self.changed = True
-        for part in self.memory:
-            code = part.segment.group_code.get(group)
-            if code is not None:
-                part.kill_where(part.segment.doc_group == code)
-        self.buffer.table.clear_group(group)
-        self.changed = True
-
-    # -- writing segments ----------------------------------------------------------------------
-
-    def _writable(self) -> bool:
-        return self.files is not None and not self.store.read_only
-
-    def in_memory_docs(self) -> tuple[int, int]:
-        docs = sum(p.n_live for p in self.memory) + self.buffer.n_live
-        tokens = sum(p.live_length for p in self.memory) + self.buffer.live_length
-        return docs, tokens
-
-    def maybe_flush(self) -> None:
-        docs, tokens = self.in_memory_docs()
-        if self._writable() and (docs >= FLUSH_DOCS or tokens >= FLUSH_TOKENS):
-            self.flush()
-            self.commit(None)
-
-    def _buffer_segment(self) -> SegmentPart | None:
-        rows = self.buffer.live_rows()
-        if not rows:
-            return None
-        import pyarrow as pa
-
-        table = pa.table({
-            "doc_id": arrow_strings([r[0] for r in rows]), "grp": arrow_strings([r[1] for r in rows]),
-            "seq": arrow_ints(np.array([r[2] for r in rows], dtype=np.int64)),
-            "search_seq": arrow_ints(np.array([r[3] for r in rows], dtype=np.int64)),
-            "length": arrow_ints(np.array([len(r[4]) for r in rows], dtype=np.int64)),
-            "tokens": arrow_strings([" ".join(r[4]) for r in rows]),
-        })
-        return SegmentPart(build_segment(table, self.lexicon))
-
-    def flush(self) -> None:
-        """Write the in-memory documents as one persisted segment (not yet committed to ``meta.json``)."""
-        assert self.files is not None
-        inputs = [(p.segment, p.live) for p in self.memory if p.n_live]
-        buffered = self._buffer_segment()
-        if buffered is not None:
-            inputs.append((buffered.segment, None))
-        self.memory, self.buffer = [], BufferPart()
-        if not inputs:
-            return
-        merged = merge_segments(inputs, len(self.lexicon))
-        arrays = merged.arrays()
-        arrays["doc_hash"] = self._hashes(merged)
-        name = self.files.write("seg", merged.meta(), arrays)
-        self.persisted.append(_Persisted(name, SegmentPart(Segment(self.files.open(name))), None))
-        self.changed = True
-        self._merge_if_needed()
-
-    def _hashes(self, segment: Segment) -> np.ndarray:
-        """DuckDB's hash of each document's row, by search_seq (zero for a row that is gone)."""
-        ss = segment.doc_search_seq
-        if not len(ss):
-            return np.zeros(0, dtype=np.uint64)
-        cursor = self.store.conn.cursor()
-        try:
-            table = cursor.sql(_HASHES, params=[int(ss.min()), int(ss.max())]).to_arrow_table()
-        finally:
-            cursor.close()
-        found, hashes = numpy_ints(table.column("search_seq")).astype(np.int64), _uints(table.column("hash"))
-        order = np.argsort(found)
-        found, hashes = found[order], hashes[order]
-        at = np.minimum(np.searchsorted(found, ss), max(len(found) - 1, 0))
-        if not len(found):
-            return np.zeros(len(ss), dtype=np.uint64)
-        return np.where(found[at] == ss, hashes[at], 0).astype(np.uint64)
-
-    def _merge_if_needed(self) -> None:
-        assert self.files is not None
-        while True:
-            heavy = [i for i, e in enumerate(self.persisted) if e.part.n_deleted * 2 > e.part.segment.n_docs]
-            if len(self.persisted) <= MAX_SEGMENTS and not heavy:
-                return
-            by_size = sorted(range(len(self.persisted)), key=lambda i: self.persisted[i].part.n_live)
-            chosen = sorted(set(heavy) | set(by_size[:MERGE_AT_ONCE if len(self.persisted) > MAX_SEGMENTS else 0]))
-            if len(chosen) == 1 and not self.persisted[chosen[0]].part.n_deleted:
-                return
-            entries = [self.persisted[i] for i in chosen]
-            merged = merge_segments([(e.part.segment, e.part.live) for e in entries], len(self.lexicon))
-            keep = [e for i, e in enumerate(self.persisted) if i not in set(chosen)]
-            if merged.n_docs:
-                name = self.files.write("seg", merged.meta(), merged.arrays())
-                keep.insert(min(chosen), _Persisted(name, SegmentPart(Segment(self.files.open(name))), None))
-            self.persisted = keep
-            self.changed = True
-
-    def commit(self, stamp: str | None) -> None:
-        """Write the lexicon and changed deletions if needed, then ``meta.json`` naming the persisted parts."""
-        assert self.files is not None
-        if self.lexicon.dirty or self.lexicon_name is None:
-            self.lexicon_name = self.files.write("lex", {}, self.lexicon.arrays())
-            self.lexicon.saved(self.files.open(self.lexicon_name))
-        for entry in self.persisted:
-            if entry.changed:
-                live = entry.part.live
-                dead = np.flatnonzero(~live).astype(np.int64) if live is not None else np.zeros(0, np.int64)
-                entry.deletes = self.files.write("del", {}, {"deleted": dead}) if len(dead) else None
-                entry.changed = False
-        meta = {"lexicon": self.lexicon_name, "stamp": stamp,
-                "segments": [{"file": e.name, "deletes": e.deletes} for e in self.persisted]}
-        self.files.commit(meta)
-        self.saved_stamp = stamp
-        self.files.collect_garbage(meta)
-
-    # -- closing -------------------------------------------------------------------------------
-
-    def before_close(self) -> None:
-        """Flush and stamp the index while the store still holds the file (see the module docstring)."""
-        self._closing_stamp: str | None = None
-        if not self.opened or not self._writable():
-            return
-        store = self.store
-        live = sum(e.part.n_live for e in self.persisted) + self.in_memory_docs()[0]
-        if not self.persisted and self.files is not None and not self.files.folder.exists() \
-                and live < PERSIST_MIN_DOCS:
-            return
-        if not self.changed and self.saved_stamp is not None and self.saved_stamp == store.opened_stamp and \
-                self.exact and store.stamp() == self.saved_stamp:
-            return  # nothing happened to the file or the index since it was saved
-        self.flush()
-        stamp = store.stamp() if self.exact and store.checkpoint() else None
-        self.commit(stamp)
-        self._closing_stamp = stamp
-
-    def after_close(self) -> None:
-        stamp = getattr(self, "_closing_stamp", None)
-        store = self._store()
-        if stamp is not None and store is not None and file_stamp(store.path) != stamp:
-            self.commit(None)  # the file changed after the stamp was taken: the index is not exact any more
-
-
-def _bool_array(mask: np.ndarray) -> Any:
-    import pyarrow as pa
-
-    return pa.Array.from_buffers(pa.bool_(), len(mask), [None, pa.py_buffer(np.packbits(mask, bitorder="little"))])
+__all__ = ["MessageIndex"]
 
 
 class MessageIndex:
@@ -406,7 +63,7 @@ class MessageIndex:
         self.store = store
         self.params = params
         with store.lock:
-            self._state = store.derived("message_index", lambda: _State(store), reset=_State.reset)
+            self._state = store.derived("message_index", lambda: IndexState(store), reset=IndexState.reset)
 
     # -- changes, applied after commit ---------------------------------------------------------
 
@@ -415,22 +72,23 @@ class MessageIndex:
         """One message row was written (``replaces``: rewritten) with these tokens."""
         state = self._state
         version = seq if search_seq is None else search_seq
-        self.store.after_commit(lambda: state.add_one(doc_id, group, seq, version, tokens, replaces))
+        self.store.after_commit(lambda: state.guarded(lambda: state.add_one(doc_id, group, seq, version, tokens,
+                                                                              replaces)))
 
     def added_table(self, table: Any) -> None:
         """New message rows were written in bulk: an Arrow table (doc_id, grp, seq, search_seq, length, tokens)."""
         state = self._state
-        self.store.after_commit(lambda: state.add_table(table))
+        self.store.after_commit(lambda: state.guarded(lambda: state.add_table(table)))
 
     def removed(self, doc_ids: Iterable[str], seqs: Iterable[int]) -> None:
         """Message rows were deleted, or lost their text: their ids and row seqs."""
         state, ids, rows = self._state, list(doc_ids), as_seqs(seqs)
-        self.store.after_commit(lambda: state.kill_seqs(rows, ids=ids))
+        self.store.after_commit(lambda: state.guarded(lambda: state.kill_seqs(rows, ids=ids)))
 
     def cleared(self, group: str) -> None:
         """Every message row of one session was deleted."""
         state = self._state
-        self.store.after_commit(lambda: state.kill_group(group))
+        self.store.after_commit(lambda: state.guarded(lambda: state.kill_group(group)))
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -454,11 +112,19 @@ class MessageIndex:
         phrases = query_phrases(query, mode)
         if not phrases or limit == 0:
             return []
+        rows = None if seqs is None else as_seqs(seqs)
         with self.store.lock:
             state = self._state
-            state.ready()
-            found = search_parts(state.parts(), state.lexicon, phrases, mode, limit, self.params, groups=groups,
-                                 seqs=None if seqs is None else as_seqs(seqs))
+            for attempt in (1, 2):
+                try:
+                    state.ready()
+                    found = search_parts(state.parts(), state.lexicon, phrases, mode, limit, self.params,
+                                         groups=groups, seqs=rows)
+                    break
+                except CorruptIndexError:
+                    if attempt == 2:
+                        raise
+                    state.damaged()
         return [Hit(doc_id, score, group) for doc_id, score, group, _ in found]
 
     def snippet(self, text: str, query: str, width: int = 160) -> str:
@@ -475,13 +141,17 @@ class MessageIndex:
     def prepare(self) -> None:
         """Open the index now (the tree calls this before its first write, so the index sees every write)."""
         with self.store.lock:
-            self._state.open()
+            self._state.guarded(self._state.open)
 
     def flush(self) -> None:
         """Write what is in memory as a segment now and commit it (tests and benchmarks; closing does it too)."""
         with self.store.lock:
             state = self._state
-            state.open()
-            if state._writable():
-                state.flush()
-                state.commit(None)
+
+            def flush() -> None:
+                state.open()
+                if state._writable():
+                    state.flush()
+                    state.commit(None)
+
+            state.guarded(flush)

@@ -55,19 +55,45 @@ class Segment:
         info = source.meta if isinstance(source, SectionFile) else (meta or {})
         self.groups: list[str] = list(info["groups"])
         self.n_terms = int(info["n_terms"])
-        get = self._checked
-        self.doc_seq = get("doc_seq")
-        self.doc_search_seq = get("doc_search_seq")
-        self.doc_len = get("doc_len")
-        self.doc_group = get("doc_group")
-        self.doc_hash = get("doc_hash")
-        self._id_offsets = get("doc_id_offsets")
         self._id_bytes = self._arrays["doc_id_bytes"]
-        self._term_start = get("term_start")
-        self._term_pos_start = get("term_pos_start")
-        self.n_docs = len(self.doc_seq)
-        self.total_length = int(self.doc_len.sum(dtype=np.int64))
+        self._term_start = self._arrays["term_start"]  # read (and checked) a term at a time
+        self._term_pos_start = self._arrays["term_pos_start"]
+        self.n_docs = len(self._arrays["doc_seq"])
+        self.total_length = int(info.get("total_length", -1))
+        if self.total_length < 0:
+            self.total_length = int(self.doc_len.sum(dtype=np.int64))
         self.group_code = {g: i for i, g in enumerate(self.groups)}
+
+    # Per-document columns are checked in full the first time they are used (a search of a term needs only
+    # doc_len and doc_search_seq of its documents, but the check is per 64 KiB block either way).
+    @property
+    def doc_seq(self) -> np.ndarray:
+        return self._checked("doc_seq")
+
+    @property
+    def doc_search_seq(self) -> np.ndarray:
+        return self._checked("doc_search_seq")
+
+    @property
+    def doc_len(self) -> np.ndarray:
+        return self._checked("doc_len")
+
+    @property
+    def doc_group(self) -> np.ndarray:
+        return self._checked("doc_group")
+
+    @property
+    def doc_hash(self) -> np.ndarray:
+        return self._checked("doc_hash")
+
+    @property
+    def _id_offsets(self) -> np.ndarray:
+        return self._checked("doc_id_offsets")
+
+    def _starts(self, tid: int, positions: bool = False) -> tuple[int, int]:
+        name = "term_pos_start" if positions else "term_start"
+        pair = self._range(name, tid, tid + 2)
+        return int(pair[0]), int(pair[1])
 
     def _checked(self, name: str) -> np.ndarray:
         if self.file is not None:
@@ -85,7 +111,7 @@ class Segment:
         """Docnums (ascending) containing term ``tid`` and its count in each; dead documents included."""
         if tid is None or tid >= self.n_terms:
             return _EMPTY_U32, _EMPTY_U32
-        lo, hi = int(self._term_start[tid]), int(self._term_start[tid + 1])
+        lo, hi = self._starts(tid)
         return self._range("post_doc", lo, hi), self._range("post_tf", lo, hi)
 
     def occurrences(self, tid: int | None) -> tuple[np.ndarray, np.ndarray]:
@@ -93,7 +119,7 @@ class Segment:
         docs, tf = self.postings(tid)
         if not len(docs):
             return _EMPTY_U32, _EMPTY_U32
-        lo, hi = int(self._term_pos_start[tid]), int(self._term_pos_start[tid + 1])  # type: ignore[index]
+        lo, hi = self._starts(tid, positions=True)  # type: ignore[arg-type]
         return np.repeat(docs, tf), self._range("positions", lo, hi)
 
     def phrase(self, tids: list[int | None]) -> tuple[np.ndarray, np.ndarray]:
@@ -137,7 +163,7 @@ class Segment:
         return {name: (self.file.verified(name) if self.file is not None else self._arrays[name]) for name in names}
 
     def meta(self) -> dict[str, Any]:
-        return {"groups": self.groups, "n_terms": self.n_terms}
+        return {"groups": self.groups, "n_terms": self.n_terms, "total_length": self.total_length}
 
 
 def phrase_starts(occurrences: list[tuple[np.ndarray, np.ndarray]], within: np.ndarray | None = None
@@ -226,4 +252,5 @@ def build_segment(table: Any, lexicon: Lexicon, hashes: np.ndarray | None = None
         "post_tf": _narrow(tf),
         "positions": _narrow(positions),
     }
-    return Segment(arrays, {"groups": groups.dictionary.to_pylist(), "n_terms": n_terms})
+    return Segment(arrays, {"groups": groups.dictionary.to_pylist(), "n_terms": n_terms,
+                            "total_length": int(lengths.sum())})

@@ -55,8 +55,8 @@ def merge_segments(parts: list[tuple[Segment, np.ndarray | None]], n_terms: int)
     # Postings: per input, the kept pairs (term, docnum, tf) and occurrences, counted per term.
     pair_counts, occ_counts, kept = [], [], []
     for (seg, _), keep, mapping in zip(parts, kept_masks, mappings):
-        starts = seg._term_start
-        pos_starts = seg._term_pos_start
+        starts = seg._checked("term_start")
+        pos_starts = seg._checked("term_pos_start")
         docs = seg.file.verified("post_doc") if seg.file is not None else seg._arrays["post_doc"]
         tf = seg.file.verified("post_tf") if seg.file is not None else seg._arrays["post_tf"]
         positions = seg.file.verified("positions") if seg.file is not None else seg._arrays["positions"]
@@ -113,4 +113,5 @@ def merge_segments(parts: list[tuple[Segment, np.ndarray | None]], n_terms: int)
         "post_tf": post_tf,
         "positions": positions,
     })
-    return Segment(arrays, {"groups": list(groups), "n_terms": n_terms})
+    return Segment(arrays, {"groups": list(groups), "n_terms": n_terms,
+                            "total_length": int(arrays["doc_len"].sum(dtype=np.int64))})

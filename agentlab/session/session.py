@@ -20,27 +20,17 @@ Invariants:
 from __future__ import annotations
 
 import logging
-import math
-import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from agentlab._hooks import Accessor
 from agentlab.context.blocks import ContextBlocks
 from agentlab.context.prompt import ContextBlock
-from agentlab.errors import HistoryTooDeepError, HistoryTruncatedWarning
 from agentlab.session.compaction import SessionCompaction
-from agentlab.session.compactor import apply_compactions, truncate_older_messages
+from agentlab.session.compactor import truncate_older_messages
 from agentlab.session.context import SessionContext
-from agentlab.session.messages import (
-    DEFAULT_MAX_DEPTH,
-    OVERFLOW_MODES,
-    UNSET,
-    Appended,
-    History,
-    RecentHistory,
-    RowStat,
-)
+from agentlab.session.history import check_overflow, history_path, read_history, recent_history
+from agentlab.session.messages import DEFAULT_MAX_DEPTH, UNSET, Appended, History, RecentHistory, RowStat
 from agentlab.session.overlays import CompactionRecord
 from agentlab.session.search import SearchHit, search_tree
 from agentlab.session.tree import MessageTree, tree_of
@@ -51,12 +41,6 @@ __all__ = ["UNSET", "SearchHit", "Session"]
 logger = logging.getLogger("agentlab.session")
 
 Event = dict[str, Any]
-
-
-def _check_overflow(mode: Any) -> str:
-    if mode not in OVERFLOW_MODES:
-        raise ValueError(f"on_overflow must be one of {', '.join(map(repr, OVERFLOW_MODES))}, not {mode!r}.")
-    return str(mode)
 
 
 class Session:
@@ -70,9 +54,8 @@ class Session:
             context_blocks=...)``; its answer is clamped by :func:`~agentlab.context.tokens.normalize_count`.
         system_prompt_provider: Returns the system prompt text counted in the estimate (default: none, "").
         max_depth: Longest path a history read walks (default :data:`~agentlab.session.messages.DEFAULT_MAX_DEPTH`).
-        on_overflow: What :meth:`get_history` does with a longer branch: ``"warn"`` (default: the newest
-            ``max_depth`` messages, ``truncated`` set, a :class:`~agentlab.errors.HistoryTruncatedWarning`),
-            ``"raise"`` (:class:`~agentlab.errors.HistoryTooDeepError`) or ``"truncate"`` (cut, flagged, no warning).
+        on_overflow: What :meth:`get_history` does with a longer branch: ``"warn"`` (default), ``"raise"`` or
+            ``"truncate"`` (see :data:`~agentlab.session.messages.OVERFLOW_MODES`).
 
     Attributes:
         token_counter, system_prompt_provider: As above; the context layer sets them.
@@ -99,7 +82,7 @@ class Session:
             raise TypeError(f"session_id must be a str ('' for the default session), not {session_id!r}.")
         if not isinstance(max_depth, int) or max_depth < 1:
             raise ValueError(f"max_depth must be a positive int, not {max_depth!r}.")
-        _check_overflow(on_overflow)
+        check_overflow(on_overflow)
         self.session_id = session_id
         self.tree: MessageTree = tree_of(self.store)
         self.token_counter = token_counter
@@ -172,28 +155,10 @@ class Session:
         Raises:
             HistoryTooDeepError: The branch is longer than ``max_depth`` and ``on_overflow`` is ``"raise"``.
         """
-        mode = self.on_overflow if on_overflow is None else _check_overflow(on_overflow)
-        messages, ids, cut = self._history(leaf_id)
-        if cut:
-            leaf = ids[-1]
-            if mode == "raise":
-                raise HistoryTooDeepError(leaf, self.max_depth)
-            if mode == "warn":
-                warnings.warn(
-                    f"The branch ending at {leaf!r} is longer than max_depth={self.max_depth:,}; get_history returned "
-                    f"only its newest {self.max_depth:,} messages (result.truncated is True). Pass a larger "
-                    "Session(max_depth=...) to read it whole, or on_overflow='raise' to get an error instead.",
-                    HistoryTruncatedWarning, stacklevel=2)
-        return History(messages, cut)
+        return read_history(self, leaf_id, self.on_overflow if on_overflow is None else check_overflow(on_overflow))
 
     def _history(self, leaf_id: str | None, extra: Any = None) -> tuple[list[dict[str, Any]], list[str], bool]:
-        with self.store.lock:
-            ids, cut = self.tree.path(self.session_id, leaf_id, max_depth=self.max_depth)
-            raw = self.tree.read(ids)
-            overlays: list[Any] = list(self.tree.compactions(self.session_id))
-        if extra is not None:
-            overlays.append(extra)
-        return (apply_compactions(raw, overlays) if overlays else raw), ids, cut
+        return history_path(self, leaf_id, extra)
 
     def get_message(self, message_id: str) -> dict[str, Any] | None:
         """The stored message (no overlay), or None if this session has no such message."""
@@ -229,19 +194,7 @@ class Session:
         inside the window (an overlay starting before it is not applied). A branch longer than ``max_depth`` counts
         as cut: ``truncated`` is True and ``total_content_bytes`` covers its newest ``max_depth`` rows.
         """
-        with self.store.lock:
-            stats = self.get_history_row_stats(leaf_id)
-            cut = self.tree.path(self.session_id, leaf_id, max_depth=self.max_depth)[1]
-        floor_recent = max(1, math.floor(min_recent))
-        start, used, taken = len(stats), 0, 0
-        while start > 0 and (taken < floor_recent or used + stats[start - 1].bytes <= max_bytes):
-            start -= 1
-            used += stats[start].bytes
-            taken += 1
-        raw = self.tree.read([s.id for s in stats[start:]])
-        overlays = self.tree.compactions(self.session_id)
-        messages = apply_compactions(raw, overlays) if overlays else raw
-        return RecentHistory(messages, start > 0 or cut, sum(s.bytes for s in stats))
+        return recent_history(self, max_bytes, min_recent, leaf_id)
 
     def get_micro_compacted_history(self, leaf_id: str | None = None, *, keep_recent: int = 4,
                                     max_tool_output_chars: int = 500,

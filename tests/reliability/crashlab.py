@@ -32,9 +32,10 @@ if scenario == "index":
     # Flush, merge and commit the search index all the time, each file write slowed down, so that kills land
     # in the middle of writing segments, deletions, the lexicon and meta.json.
     import time
-    from agentlab.search import index_files, message_index, sections
-    message_index.PERSIST_MIN_DOCS, message_index.FLUSH_DOCS = 1, 15
-    message_index.MAX_SEGMENTS, message_index.MERGE_AT_ONCE = 2, 2
+    from agentlab.search import index_files, sections
+    from agentlab.search import index_state
+    index_state.PERSIST_MIN_DOCS, index_state.FLUSH_DOCS = 1, 15
+    index_state.MAX_SEGMENTS, index_state.MERGE_AT_ONCE = 2, 2
     write = sections.write_sections
 
     def slow_write(*args, **kwargs):
