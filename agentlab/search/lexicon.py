@@ -88,16 +88,16 @@ class Lexicon:
             return found
         key = term.encode("utf-8")
         lo, hi = 0, self.persisted
-        order = self._order if self._file is None else None
+        file = self._file
         while lo < hi:
             mid = (lo + hi) // 2
-            tid = int(order[mid]) if order is not None else int(self._file.verified("order", mid, mid + 1)[0])
+            tid = int(self._order[mid]) if file is None else int(file.verified("order", mid, mid + 1)[0])
             if self._persisted_term(tid) < key:
                 lo = mid + 1
             else:
                 hi = mid
         if lo < self.persisted:
-            tid = int(order[lo]) if order is not None else int(self._file.verified("order", lo, lo + 1)[0])
+            tid = int(self._order[lo]) if file is None else int(file.verified("order", lo, lo + 1)[0])
             if self._persisted_term(tid) == key:
                 return tid
         return None

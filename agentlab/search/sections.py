@@ -52,7 +52,7 @@ def write_sections(path: Path, meta: dict[str, Any], arrays: dict[str, np.ndarra
     offset = 0
     for name, array in arrays.items():
         data = np.ascontiguousarray(array)
-        raw = memoryview(data).cast("B") if data.nbytes else memoryview(b"")
+        raw = data.data.cast("B") if data.nbytes else memoryview(b"")
         layout[name] = [offset, data.dtype.str, int(data.size), _block_crcs(raw)]
         views.append((offset, raw))
         offset += -(-data.nbytes // _ALIGN) * _ALIGN
@@ -141,7 +141,7 @@ class SectionFile:
         first, last = lo * size // BLOCK, ((hi * size) - 1) // BLOCK
         checked = self._checked[name]
         if not checked[first:last + 1].all():
-            raw = memoryview(array).cast("B")
+            raw = array.data.cast("B")
             crcs = self._crcs[name]
             for block in np.flatnonzero(~checked[first:last + 1]).tolist():
                 block += first

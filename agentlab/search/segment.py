@@ -238,7 +238,7 @@ def build_segment(table: Any, lexicon: Lexicon, hashes: np.ndarray | None = None
     np.cumsum(np.bincount(tids, minlength=n_terms), out=term_pos_start[1:])
     groups = pc.dictionary_encode(table.column("grp").combine_chunks())
     id_offsets, id_bytes = utf8_buffers(table.column("doc_id"))
-    arrays = {
+    arrays: dict[str, np.ndarray] = {
         "doc_seq": numpy_ints(table.column("seq")).astype(np.int64),
         "doc_search_seq": numpy_ints(table.column("search_seq")).astype(np.int64),
         "doc_len": lengths.astype(np.int32),

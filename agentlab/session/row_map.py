@@ -99,11 +99,11 @@ class RowMap:
 
     def _views(self) -> None:
         # memoryviews index to plain Python ints and bools, several times faster than numpy scalars in a walk
-        self._mv_parent = memoryview(self._parent)
-        self._mv_session = memoryview(self._session)
-        self._mv_alive = memoryview(self._alive)
-        self._mv_seq = memoryview(self._seq)
-        self._mv_offsets = memoryview(self._id_offsets)
+        self._mv_parent = self._parent.data
+        self._mv_session = self._session.data
+        self._mv_alive = self._alive.data
+        self._mv_seq = self._seq.data
+        self._mv_offsets = self._id_offsets.data
 
     # -- loading -------------------------------------------------------------------------------
 
@@ -123,7 +123,7 @@ class RowMap:
         self._id_offsets, raw = utf8_buffers(table.column("id"))
         hashes = hash_column(self._id_offsets[:-1], np.diff(self._id_offsets), raw)
         self._id_bytes = raw.tobytes()
-        self._mv_offsets = memoryview(self._id_offsets)
+        self._mv_offsets = self._id_offsets.data
         sessions = pc.dictionary_encode(table.column("session_id").combine_chunks())
         self._sessions = sessions.dictionary.to_pylist()
         self._code = {s: i for i, s in enumerate(self._sessions)}

@@ -290,7 +290,7 @@ class TreeIndex:
             if cached is not None and cached[1] == self._generation:
                 old_leaf, _, members = cached
                 entry = self._rows.get(leaf) if leaf is not None and old_leaf != leaf else None
-                if entry is not None and entry[1] == old_leaf and entry[2] == session_id:
+                if leaf is not None and entry is not None and entry[1] == old_leaf and entry[2] == session_id:
                     members.add(leaf)
                     self._branch_cache[session_id] = (leaf, self._generation, members)
                     cached = self._branch_cache[session_id]
