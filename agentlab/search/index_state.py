@@ -28,9 +28,9 @@ __all__ = ["FLUSH_DOCS", "FLUSH_TOKENS", "MAX_SEGMENTS", "MERGE_AT_ONCE", "PERSI
 
 PERSIST_MIN_DOCS = 1_000
 """An index is first written to disk when it holds this many messages (smaller ones rebuild in milliseconds)."""
-FLUSH_DOCS = 50_000
+FLUSH_DOCS = 100_000
 """In-memory documents that trigger writing them as a segment."""
-FLUSH_TOKENS = 5_000_000
+FLUSH_TOKENS = 10_000_000
 """In-memory tokens that trigger writing them as a segment."""
 MAX_SEGMENTS = 8
 """Persisted segments kept before the smallest are merged."""
@@ -94,6 +94,7 @@ class IndexState:
         self.lexicon = Lexicon()
         self.persisted: list[_Persisted] = []
         self.memory: list[SegmentPart] = []
+        self.pending: list[Any] = []  # bulk batches not built yet: a flush builds them at once, a search first
         self.buffer = BufferPart()
         self.lexicon_name: str | None = None
         self.saved_stamp: str | None = None
@@ -157,7 +158,17 @@ class IndexState:
             self.reconcile()
 
     def parts(self) -> list[SegmentPart | BufferPart]:
+        self.build_pending()
         return [*(p.part for p in self.persisted), *self.memory, self.buffer]
+
+    def build_pending(self) -> None:
+        """Build the bulk batches written since the last search or flush into one in-memory segment."""
+        if self.pending:
+            import pyarrow as pa
+
+            table = pa.concat_tables(self.pending)
+            self.pending = []
+            self.memory.append(SegmentPart(build_segment(table, self.lexicon)))
 
     def reconcile(self) -> None:
         """Make the parts hold exactly the file's committed indexed rows (see the module docstring)."""
@@ -169,6 +180,7 @@ class IndexState:
             file_hash = _uints(table.column("hash"))
             order = np.argsort(file_ss, kind="stable")
             file_ss, file_hash = file_ss[order], file_hash[order]
+            self.build_pending()
             known = [self.buffer.search_seq(np.flatnonzero(self.buffer.table.postings.alive.values))]
             for part in self.memory:
                 docs = np.arange(part.segment.n_docs) if part.live is None else np.flatnonzero(part.live)
@@ -217,12 +229,13 @@ class IndexState:
 
     def add_table(self, table: Any) -> None:
         self.open()
-        self.memory.append(SegmentPart(build_segment(table, self.lexicon)))
+        self.pending.append(table)
         self.changed = True
         self.maybe_flush()
 
     def kill_seqs(self, seqs: np.ndarray, *, buffer: bool = True, ids: Collection[str] = ()) -> None:
         self.open()
+        self.build_pending()
         for entry in self.persisted:
             if entry.part.kill_where(np.isin(entry.part.segment.doc_seq, seqs)):
                 entry.changed = self.changed = True
@@ -234,6 +247,7 @@ class IndexState:
 
     def kill_group(self, group: str) -> None:
         self.open()
+        self.build_pending()
         for entry in self.persisted:
             code = entry.part.segment.group_code.get(group)
             if code is not None and entry.part.kill_where(entry.part.segment.doc_group == code):
@@ -251,8 +265,9 @@ class IndexState:
         return self.files is not None and not self.store.read_only
 
     def in_memory_docs(self) -> tuple[int, int]:
-        docs = sum(p.n_live for p in self.memory) + self.buffer.n_live
-        tokens = sum(p.live_length for p in self.memory) + self.buffer.live_length
+        docs = sum(p.n_live for p in self.memory) + self.buffer.n_live + sum(t.num_rows for t in self.pending)
+        tokens = sum(p.live_length for p in self.memory) + self.buffer.live_length + \
+            sum(int(numpy_ints(t.column("length")).sum()) for t in self.pending)
         return docs, tokens
 
     def maybe_flush(self) -> None:
@@ -267,26 +282,34 @@ class IndexState:
             return None
         import pyarrow as pa
 
+        joined = [" ".join(r[4]) for r in rows]
         table = pa.table({
             "doc_id": arrow_strings([r[0] for r in rows]), "grp": arrow_strings([r[1] for r in rows]),
             "seq": arrow_ints(np.array([r[2] for r in rows], dtype=np.int64)),
             "search_seq": arrow_ints(np.array([r[3] for r in rows], dtype=np.int64)),
             "length": arrow_ints(np.array([len(r[4]) for r in rows], dtype=np.int64)),
-            "tokens": arrow_strings([" ".join(r[4]) for r in rows]),
+            "tokens": arrow_strings(joined),
         })
         return SegmentPart(build_segment(table, self.lexicon))
 
     def flush(self) -> None:
         """Write the in-memory documents as one persisted segment (not yet committed to ``meta.json``)."""
         assert self.files is not None
-        inputs = [(p.segment, p.live) for p in self.memory if p.n_live]
-        buffered = self._buffer_segment()
-        if buffered is not None:
-            inputs.append((buffered.segment, None))
-        self.memory, self.buffer = [], BufferPart()
-        if not inputs:
-            return
-        merged = merge_segments(inputs, len(self.lexicon))
+        if self.pending and not self.memory and not self.buffer.rows:  # a bulk import: one build, no merge
+            import pyarrow as pa
+
+            merged = build_segment(pa.concat_tables(self.pending), self.lexicon)
+            self.pending = []
+        else:
+            self.build_pending()
+            inputs = [(p.segment, p.live) for p in self.memory if p.n_live]
+            buffered = self._buffer_segment()
+            if buffered is not None:
+                inputs.append((buffered.segment, None))
+            self.memory, self.buffer = [], BufferPart()
+            if not inputs:
+                return
+            merged = merge_segments(inputs, len(self.lexicon))
         arrays = merged.arrays()
         arrays["doc_hash"] = self._hashes(merged)
         name = self.files.write("seg", merged.meta(), arrays)

@@ -13,6 +13,7 @@ in memory until the next :meth:`Lexicon.arrays` is written with a commit.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import repeat
 
 import numpy as np
 
@@ -119,7 +120,19 @@ class Lexicon:
             every.update((raw[offsets[i]:offsets[i + 1]].decode("utf-8"), i) for i in range(self.persisted))
             every.update(self._added)
             self._all = every
-        return np.fromiter(map(self._all.__getitem__, terms), dtype=np.int64, count=len(terms))
+        every = self._all
+        found = np.fromiter(map(every.get, terms, repeat(-1)), dtype=np.int64, count=len(terms))
+        missing = np.flatnonzero(found < 0)
+        if len(missing):  # new terms, in first-seen order: the next ids, given in one go
+            fresh = list(dict.fromkeys(terms[i] for i in missing.tolist()))
+            first = len(self)
+            ids = range(first, first + len(fresh))
+            every.update(zip(fresh, ids))
+            self._added.update(zip(fresh, ids))
+            self._added_list.extend(fresh)
+            found[missing] = np.fromiter(map(every.__getitem__, (terms[i] for i in missing.tolist())),
+                                         dtype=np.int64, count=len(missing))
+        return found
 
     def _new(self, term: str) -> int:
         tid = self._added[term] = self.persisted + len(self._added_list)

@@ -14,8 +14,8 @@ the document id (UTF-8 with offsets).
 
 A segment is the same object in memory (just built from a batch of rows) and on disk (a
 :class:`~agentlab.search.sections.SectionFile`, memory-mapped); deletions are not part of it (see
-:mod:`agentlab.search.segments`). Building is vectorised: one Arrow split and dictionary encoding of the rows'
-token strings, one stable sort by term id.
+:class:`~agentlab.search.searcher.SegmentPart`). Building is vectorised: one Arrow split and dictionary encoding
+of the rows' token strings, one dict lookup per distinct term, one stable radix sort by term id.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from agentlab.search.lexicon import Lexicon
 from agentlab.search.postings import count_runs, numpy_ints
 from agentlab.search.sections import SectionFile
 
-__all__ = ["DOC_COLUMNS", "Segment", "build_segment", "phrase_starts", "utf8_buffers"]
+__all__ = ["DOC_COLUMNS", "Segment", "build_segment", "phrase_starts", "stable_order", "utf8_buffers"]
 
 DOC_COLUMNS = ("doc_seq", "doc_search_seq", "doc_len", "doc_group", "doc_hash")
 _EMPTY_U32 = np.zeros(0, dtype=np.uint32)
@@ -205,28 +205,36 @@ def utf8_buffers(ids: Any) -> tuple[np.ndarray, np.ndarray]:
     return (offsets - start).astype(np.int64), raw[start:int(offsets[-1])].copy()
 
 
+def stable_order(keys: np.ndarray) -> np.ndarray:
+    """``np.argsort(keys, kind="stable")`` for keys in ``[0, 2**32)``: two 16-bit radix passes, several times faster."""
+    if not len(keys) or int(keys.max()) < 1 << 16:
+        return np.argsort(keys.astype(np.uint16), kind="stable")
+    order = np.argsort((keys & 0xFFFF).astype(np.uint16), kind="stable")
+    return order[np.argsort((keys >> 16).astype(np.uint16)[order], kind="stable")]
+
+
 def build_segment(table: Any, lexicon: Lexicon, hashes: np.ndarray | None = None) -> Segment:
     """A segment of the rows of an Arrow table ``(doc_id, grp, seq, search_seq, length, tokens)``, in its order.
 
-    ``tokens`` are stemmed tokens joined by single spaces ("" for a document without tokens). New terms are
-    added to ``lexicon``. ``hashes`` are the rows' ``doc_hash`` values (zeros when not known yet).
+    ``tokens`` are stemmed tokens joined by single spaces ("" for a document without tokens). New terms are added
+    to ``lexicon``. ``hashes`` are the rows' ``doc_hash`` values (zeros when not known yet).
     """
     import pyarrow.compute as pc
 
     n = table.num_rows
     lengths = numpy_ints(table.column("length")).astype(np.int64)
+    # Arrow splits and dictionary-encodes in C++, so only the distinct terms meet the lexicon's dict.
     flat = pc.list_flatten(pc.split_pattern(table.column("tokens"), " "))
-    flat = flat.combine_chunks() if hasattr(flat, "combine_chunks") else flat
-    encoded = pc.dictionary_encode(flat)
+    encoded = pc.dictionary_encode(flat.combine_chunks() if hasattr(flat, "combine_chunks") else flat)
     terms = encoded.dictionary.to_pylist()
     local = numpy_ints(encoded.indices) if len(encoded.indices) else np.zeros(0, dtype=np.int32)
-    if len(local) != int(lengths.sum()):  # "" is how an empty document is stored: not a token
+    if len(local) != int(lengths.sum()):  # "" is how a document without tokens is stored: not a token
         local = local[local != terms.index("")]
     tids = lexicon.ids_of(terms)[local] if len(local) else np.zeros(0, dtype=np.int64)
     n_terms = len(lexicon)
     docnums = np.repeat(np.arange(n, dtype=np.int64), lengths)
     positions = np.arange(len(tids), dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    order = np.argsort(tids, kind="stable")  # keeps (docnum, position) order inside a term
+    order = stable_order(tids)  # keeps (docnum, position) order inside a term
     tids, docnums, positions = tids[order], docnums[order], positions[order]
     heads = np.flatnonzero(np.r_[True, (tids[1:] != tids[:-1]) | (docnums[1:] != docnums[:-1])]) if len(tids) \
         else np.zeros(0, dtype=np.int64)
