@@ -153,6 +153,7 @@ class RowMap:
         ambiguous = np.isin(parent_hash, self._sorted_hash[same]) & ~root if len(same) else np.zeros(n, np.bool_)
         parent[ambiguous] = -2
         self._parent = parent
+        self._views()
         need = np.flatnonzero(parent == -2)
         if len(need):
             rows = conn.execute("SELECT seq, parent_id FROM messages WHERE seq IN (SELECT unnest(?::BIGINT[]))",
