@@ -78,8 +78,11 @@ def check_all(store: Store, oracle: Oracle) -> None:
         for mode in ("any", "all", "phrase"):
             if not any(tokenize(w) for w in query.split()):
                 continue
-            got = [(h.doc_id, h.score) for h in index.search(query, mode=mode, limit=100)]
+            hits = index.search(query, mode=mode, limit=100)
+            got = [(h.doc_id, h.score) for h in hits]
             want = oracle.search(query, mode)
+            stored = dict(store.execute("SELECT id, content FROM messages").fetchall())
+            assert [h.content for h in hits] == [stored[h.doc_id] for h in hits], (query, mode)
             assert [m for m, _ in got] == [m for m, _ in want], (query, mode)
             assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-12, abs=1e-15), (query, mode)
 
@@ -206,6 +209,16 @@ class TestTrust:
         oracle.drop(["m4"])
         check_all(store, oracle)
         assert calls == [1]
+        store.close()
+
+    def test_a_content_rewritten_from_outside_is_returned_new(self, saved):
+        path, oracle = saved
+        store = Store(path)
+        check_all(store, oracle)
+        store.execute("UPDATE messages SET content = replace(content, '\"role\":\"user\"', '\"role\":\"bot\"') "
+                      "WHERE id = 'm7'")
+        store.note_outside_write()
+        check_all(store, oracle)  # compares every hit's content with the file's
         store.close()
 
     def test_another_program_writing_the_file_is_noticed(self, saved, monkeypatch):

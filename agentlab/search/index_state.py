@@ -41,14 +41,14 @@ _COLUMNS = """
 SELECT id AS doc_id, session_id AS grp, seq, search_seq,
        CASE WHEN search_tokens = '' THEN 0
             ELSE length(search_tokens) - length(replace(search_tokens, ' ', '')) + 1 END AS length,
-       search_tokens AS tokens, hash(id, session_id, search_tokens) AS hash
+       search_tokens AS tokens, content, hash(id, session_id, search_tokens, content) AS hash
 FROM messages
 """
 _FINGERPRINTS = """
-SELECT search_seq, hash(id, session_id, search_tokens) AS hash FROM messages WHERE search_tokens IS NOT NULL
+SELECT search_seq, hash(id, session_id, search_tokens, content) AS hash FROM messages WHERE search_tokens IS NOT NULL
 """
 _HASHES = """
-SELECT search_seq, hash(id, session_id, search_tokens) AS hash FROM messages
+SELECT search_seq, hash(id, session_id, search_tokens, content) AS hash FROM messages
 WHERE search_tokens IS NOT NULL AND search_seq BETWEEN ? AND ?
 """
 
@@ -219,11 +219,12 @@ class IndexState:
 
     # -- changes -------------------------------------------------------------------------------
 
-    def add_one(self, doc_id: str, group: str, seq: int, search_seq: int, tokens: list[str], replaces: bool) -> None:
+    def add_one(self, doc_id: str, group: str, seq: int, search_seq: int, tokens: list[str], replaces: bool,
+                content: str | None = None) -> None:
         self.open()
         if replaces:
             self.kill_seqs(np.array([seq], dtype=np.int64), buffer=False)
-        self.buffer.add(doc_id, group, seq, search_seq, tokens)
+        self.buffer.add(doc_id, group, seq, search_seq, tokens, content)
         self.changed = True
         self.maybe_flush()
 
@@ -280,6 +281,8 @@ class IndexState:
         rows = self.buffer.live_rows()
         if not rows:
             return None
+        if any(r[5] is None for r in rows):  # written without its content: read them (a rare path)
+            rows = self._with_contents(rows)
         import pyarrow as pa
 
         joined = [" ".join(r[4]) for r in rows]
@@ -289,8 +292,19 @@ class IndexState:
             "search_seq": arrow_ints(np.array([r[3] for r in rows], dtype=np.int64)),
             "length": arrow_ints(np.array([len(r[4]) for r in rows], dtype=np.int64)),
             "tokens": arrow_strings(joined),
+            "content": arrow_strings([r[5] or "" for r in rows]),
         })
         return SegmentPart(build_segment(table, self.lexicon))
+
+    def _with_contents(self, rows: list[Any]) -> list[Any]:
+        seqs = [r[2] for r in rows]
+        cursor = self.store.conn.cursor()
+        try:
+            found = dict(cursor.execute("SELECT seq, content FROM messages WHERE seq IN (SELECT unnest(?::BIGINT[]))",
+                                        [seqs]).fetchall())
+        finally:
+            cursor.close()
+        return [(*r[:5], r[5] if r[5] is not None else found.get(r[2], "")) for r in rows]
 
     def flush(self) -> None:
         """Write the in-memory documents as one persisted segment (not yet committed to ``meta.json``)."""

@@ -68,15 +68,16 @@ class MessageIndex:
     # -- changes, applied after commit ---------------------------------------------------------
 
     def added(self, doc_id: str, group: str, seq: int, tokens: list[str], *, search_seq: int | None = None,
-              replaces: bool = False) -> None:
-        """One message row was written (``replaces``: rewritten) with these tokens."""
+              replaces: bool = False, content: str | None = None) -> None:
+        """One message row was written (``replaces``: rewritten) with these tokens and this stored content."""
         state = self._state
         version = seq if search_seq is None else search_seq
         self.store.after_commit(lambda: state.guarded(lambda: state.add_one(doc_id, group, seq, version, tokens,
-                                                                              replaces)))
+                                                                              replaces, content)))
 
     def added_table(self, table: Any) -> None:
-        """New message rows were written in bulk: an Arrow table (doc_id, grp, seq, search_seq, length, tokens)."""
+        """New message rows were written in bulk: an Arrow table (doc_id, grp, seq, search_seq, length, tokens,
+        content)."""
         state = self._state
         self.store.after_commit(lambda: state.guarded(lambda: state.add_table(table)))
 
@@ -125,7 +126,7 @@ class MessageIndex:
                     if attempt == 2:
                         raise
                     state.damaged()
-        return [Hit(doc_id, score, group) for doc_id, score, group, _ in found]
+        return [Hit(doc_id, score, group, content) for doc_id, score, group, content in found]
 
     def snippet(self, text: str, query: str, width: int = 160) -> str:
         """:func:`~agentlab.search.fulltext.snippet` (here so callers holding an index need no other import)."""

@@ -83,9 +83,10 @@ class SegmentPart:
     def doc_group(self, docs: np.ndarray) -> np.ndarray:
         return self.segment.doc_group[docs]
 
-    def hit(self, doc: int) -> tuple[str, str]:
-        """(document id, group) of one document."""
-        return self.segment.doc_ids(np.array([doc]))[0], self.segment.groups[int(self.segment.doc_group[doc])]
+    def hit(self, doc: int) -> tuple[str, str, str | None]:
+        """(document id, group, stored content or None) of one document."""
+        seg = self.segment
+        return seg.doc_ids(np.array([doc]))[0], seg.groups[int(seg.doc_group[doc])], seg.content(doc)
 
 
 class BufferPart:
@@ -94,7 +95,8 @@ class BufferPart:
     def __init__(self) -> None:
         self.table = DocTable()
         self.row_seq: list[int] = []
-        self.rows: list[tuple[str, str, int, int, list[str]]] = []  # (id, group, seq, search_seq, tokens)
+        self.rows: list[tuple[str, str, int, int, list[str], str | None]] = []  # id, group, seq, version, tokens,
+        # content
 
     @property
     def n_live(self) -> int:
@@ -104,18 +106,19 @@ class BufferPart:
     def live_length(self) -> int:
         return self.table.postings.total_length
 
-    def add(self, doc_id: str, group: str, seq: int, search_seq: int, tokens: list[str]) -> None:
+    def add(self, doc_id: str, group: str, seq: int, search_seq: int, tokens: list[str],
+            content: str | None = None) -> None:
         before = self.table.postings.size
         self.table.add(doc_id, group, search_seq, tokens)
         if self.table.postings.size > before:
             self.row_seq.append(seq)
-            self.rows.append((doc_id, group, seq, search_seq, tokens))
+            self.rows.append((doc_id, group, seq, search_seq, tokens, content))
 
     def kill(self, doc_ids: Collection[str]) -> None:
         for doc_id in doc_ids:
             self.table.drop(doc_id)
 
-    def live_rows(self) -> list[tuple[str, str, int, int, list[str]]]:
+    def live_rows(self) -> list[tuple[str, str, int, int, list[str], str | None]]:
         alive = self.table.postings.alive.values
         return [row for row, keep in zip(self.rows, alive.tolist()) if keep]
 
@@ -138,8 +141,10 @@ class BufferPart:
     def doc_group(self, docs: np.ndarray) -> np.ndarray:
         return self.table.group_of.values[docs]
 
-    def hit(self, doc: int) -> tuple[str, str]:
-        return self.table.doc_ids[doc], self.table.groups[int(self.table.group_of.values[doc])]  # type: ignore[return-value]
+    def hit(self, doc: int) -> tuple[str, str, str | None]:
+        doc_id = self.table.doc_ids[doc]
+        assert doc_id is not None
+        return doc_id, self.table.groups[int(self.table.group_of.values[doc])], self.rows[doc][5]
 
 
 Part = SegmentPart | BufferPart
@@ -169,8 +174,9 @@ def _intersection(lists: list[np.ndarray]) -> np.ndarray:
 
 def search_parts(parts: Sequence[Part], lexicon: Lexicon | None, phrases: list[tuple[str, ...]], mode: str, limit: int,
                  params: BM25Params, *, groups: Collection[str] | None = None,
-                 seqs: np.ndarray | None = None) -> list[tuple[str, float, str, int]]:
-    """The best ``limit`` documents of ``parts`` for the query's phrases, as ``(doc id, score, group, search_seq)``.
+                 seqs: np.ndarray | None = None) -> list[tuple[str, float, str, str | None]]:
+    """The best ``limit`` documents of ``parts`` for the query's phrases, as ``(doc id, score, group, content)``
+    (content: the stored message, or None where a part does not keep it).
 
     Args:
         parts: The index's parts.
@@ -231,8 +237,8 @@ def search_parts(parts: Sequence[Part], lexicon: Lexicon | None, phrases: list[t
     scores, keys, where = np.concatenate(best_scores), np.concatenate(best_keys), np.concatenate(best_where)
     out = []
     for i in top_k(keys, scores, limit).tolist():
-        doc_id, group = parts[int(where[i, 0])].hit(int(where[i, 1]))
-        out.append((doc_id, float(scores[i]), group, int(keys[i])))
+        doc_id, group, content = parts[int(where[i, 0])].hit(int(where[i, 1]))
+        out.append((doc_id, float(scores[i]), group, content))
     return out
 
 

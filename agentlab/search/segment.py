@@ -9,8 +9,10 @@ to the :class:`~agentlab.search.lexicon.Lexicon` later have no postings in it).
 
 Per document: ``doc_seq`` (the message row's seq), ``doc_search_seq`` (the indexed version; ties in ranking go to
 the smaller), ``doc_len`` (tokens), ``doc_group`` (an index into the segment's ``groups``), ``doc_hash`` (DuckDB's
-``hash(id, session_id, search_tokens)`` of the row it was built from, to check the index against the file) and
-the document id (UTF-8 with offsets).
+``hash(id, session_id, search_tokens, content)`` of the row it was built from, to check the index against the
+file), the document id and the row's stored content (UTF-8 with offsets): a hit is returned with its message
+without a query to DuckDB, which has no fast way to fetch a few scattered rows of a large table (Lucene keeps
+"stored fields" for the same reason).
 
 A segment is the same object in memory (just built from a batch of rows) and on disk (a
 :class:`~agentlab.search.sections.SectionFile`, memory-mapped); deletions are not part of it (see
@@ -28,7 +30,7 @@ from agentlab.search.lexicon import Lexicon
 from agentlab.search.postings import count_runs, numpy_ints
 from agentlab.search.sections import SectionFile
 
-__all__ = ["DOC_COLUMNS", "Segment", "build_segment", "phrase_starts", "stable_order", "utf8_buffers"]
+__all__ = ["DOC_COLUMNS", "Segment", "build_segment", "gather_bytes", "phrase_starts", "stable_order", "utf8_buffers"]
 
 DOC_COLUMNS = ("doc_seq", "doc_search_seq", "doc_len", "doc_group", "doc_hash")
 _EMPTY_U32 = np.zeros(0, dtype=np.uint32)
@@ -56,6 +58,7 @@ class Segment:
         self.groups: list[str] = list(info["groups"])
         self.n_terms = int(info["n_terms"])
         self._id_bytes = self._arrays["doc_id_bytes"]
+        self.has_content = "doc_content_bytes" in self._arrays
         self._term_start = self._arrays["term_start"]  # read (and checked) a term at a time
         self._term_pos_start = self._arrays["term_pos_start"]
         self.n_docs = len(self._arrays["doc_seq"])
@@ -148,6 +151,13 @@ class Segment:
                        .decode("utf-8"))
         return out
 
+    def content(self, doc: int) -> str | None:
+        """The stored content of one document (None for a segment written without contents)."""
+        if not self.has_content:
+            return None
+        lo, hi = (int(x) for x in self._range("doc_content_offsets", doc, doc + 2))
+        return self._range("doc_content_bytes", lo, hi).tobytes().decode("utf-8")
+
     def all_doc_ids(self) -> list[str]:
         """Every document's id, by docnum (a merge and a check need them all)."""
         offsets = self._id_offsets.tolist()
@@ -159,7 +169,7 @@ class Segment:
     def arrays(self) -> dict[str, np.ndarray]:
         """Everything a section file needs (for a segment built in memory)."""
         names = [*DOC_COLUMNS, "doc_id_offsets", "doc_id_bytes", "term_start", "term_pos_start", "post_doc",
-                 "post_tf", "positions"]
+                 "post_tf", "positions"] + (["doc_content_offsets", "doc_content_bytes"] if self.has_content else [])
         return {name: (self.file.verified(name) if self.file is not None else self._arrays[name]) for name in names}
 
     def meta(self) -> dict[str, Any]:
@@ -191,6 +201,17 @@ def phrase_starts(occurrences: list[tuple[np.ndarray, np.ndarray]], within: np.n
     return count_runs(starts >> 32)
 
 
+def gather_bytes(offsets: np.ndarray, data: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, bytes]:
+    """The kept documents' byte strings (``offsets`` into ``data``) as new offsets and bytes, copied run by run
+    of consecutive kept documents (deletions are rare, so there are few runs)."""
+    sizes = np.diff(offsets)[keep]
+    out = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=out[1:])
+    edges = np.flatnonzero(np.diff(np.r_[0, keep.astype(np.int8), 0]))
+    chunks = [data[int(offsets[a]):int(offsets[b])].tobytes() for a, b in zip(edges[::2], edges[1::2])]
+    return out, b"".join(chunks)
+
+
 def utf8_buffers(ids: Any) -> tuple[np.ndarray, np.ndarray]:
     """UTF-8 bytes and offsets of an Arrow string column."""
     import pyarrow as pa
@@ -214,7 +235,7 @@ def stable_order(keys: np.ndarray) -> np.ndarray:
 
 
 def build_segment(table: Any, lexicon: Lexicon, hashes: np.ndarray | None = None) -> Segment:
-    """A segment of the rows of an Arrow table ``(doc_id, grp, seq, search_seq, length, tokens)``, in its order.
+    """A segment of the rows of an Arrow table ``(doc_id, grp, seq, search_seq, length, tokens[, content])``.
 
     ``tokens`` are stemmed tokens joined by single spaces ("" for a document without tokens). New terms are added
     to ``lexicon``. ``hashes`` are the rows' ``doc_hash`` values (zeros when not known yet).
@@ -246,6 +267,8 @@ def build_segment(table: Any, lexicon: Lexicon, hashes: np.ndarray | None = None
     np.cumsum(np.bincount(tids, minlength=n_terms), out=term_pos_start[1:])
     groups = pc.dictionary_encode(table.column("grp").combine_chunks())
     id_offsets, id_bytes = utf8_buffers(table.column("doc_id"))
+    if "content" in table.column_names:
+        content_offsets, content_bytes = utf8_buffers(table.column("content"))
     arrays: dict[str, np.ndarray] = {
         "doc_seq": numpy_ints(table.column("seq")).astype(np.int64),
         "doc_search_seq": numpy_ints(table.column("search_seq")).astype(np.int64),
@@ -260,5 +283,7 @@ def build_segment(table: Any, lexicon: Lexicon, hashes: np.ndarray | None = None
         "post_tf": _narrow(tf),
         "positions": _narrow(positions),
     }
+    if "content" in table.column_names:
+        arrays["doc_content_offsets"], arrays["doc_content_bytes"] = content_offsets, content_bytes
     return Segment(arrays, {"groups": groups.dictionary.to_pylist(), "n_terms": n_terms,
                             "total_length": int(lengths.sum())})

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from agentlab.search.segment import DOC_COLUMNS, Segment
+from agentlab.search.segment import DOC_COLUMNS, Segment, gather_bytes
 
 __all__ = ["merge_segments"]
 
@@ -31,6 +31,9 @@ def merge_segments(parts: list[tuple[Segment, np.ndarray | None]], n_terms: int)
     columns: dict[str, list[np.ndarray]] = {c: [] for c in DOC_COLUMNS}
     id_chunks: list[bytes] = []
     id_sizes: list[np.ndarray] = []
+    with_content = all(seg.has_content for seg, _ in parts)
+    content_chunks: list[bytes] = []
+    content_sizes: list[np.ndarray] = []
     kept_masks, mappings = [], []
     base = 0
     for seg, live in parts:
@@ -45,9 +48,13 @@ def merge_segments(parts: list[tuple[Segment, np.ndarray | None]], n_terms: int)
         for name in DOC_COLUMNS:
             values = getattr(seg, name)[keep]
             columns[name].append(codes[values] if name == "doc_group" and len(values) else values)
-        ids = [i.encode("utf-8") for i, k in zip(seg.all_doc_ids(), keep.tolist()) if k]
-        id_chunks.append(b"".join(ids))
-        id_sizes.append(np.fromiter(map(len, ids), dtype=np.int64, count=len(ids)))
+        offsets, raw = gather_bytes(seg._checked("doc_id_offsets"), seg._checked("doc_id_bytes"), keep)
+        id_chunks.append(raw)
+        id_sizes.append(np.diff(offsets))
+        if with_content:
+            offsets, raw = gather_bytes(seg._checked("doc_content_offsets"), seg._checked("doc_content_bytes"), keep)
+            content_chunks.append(raw)
+            content_sizes.append(np.diff(offsets))
     sizes = np.concatenate(id_sizes) if id_sizes else np.zeros(0, dtype=np.int64)
     id_offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
     np.cumsum(sizes, out=id_offsets[1:])
@@ -113,5 +120,10 @@ def merge_segments(parts: list[tuple[Segment, np.ndarray | None]], n_terms: int)
         "post_tf": post_tf,
         "positions": positions,
     })
+    if with_content:
+        sizes = np.concatenate(content_sizes) if content_sizes else np.zeros(0, dtype=np.int64)
+        arrays["doc_content_offsets"] = np.zeros(len(sizes) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=arrays["doc_content_offsets"][1:])
+        arrays["doc_content_bytes"] = np.frombuffer(b"".join(content_chunks), dtype=np.uint8).copy()
     return Segment(arrays, {"groups": list(groups), "n_terms": n_terms,
                             "total_length": int(arrays["doc_len"].sum(dtype=np.int64))})

@@ -382,13 +382,13 @@ class RowMap:
                 found.append((entry[0], kid))
         return [m for _, m in sorted(set(found))]
 
-    def walk(self, start: str, session: str, inherited: frozenset[str], max_depth: int
+    def walk(self, start: str, session: str, inherited: frozenset[str], max_depth: int, *, with_ids: bool = True
              ) -> tuple[list[str], list[int], bool]:
         """The path root -> ``start`` within what ``session`` sees, at most ``max_depth`` long.
 
         Returns:
-            Its ids, its seqs, and whether a longer path was cut. A missing ancestor, or one the session does not
-            see, ends the path.
+            Its ids (empty with ``with_ids=False``, which saves making a string per row), its seqs, and whether a
+            longer path was cut. A missing ancestor, or one the session does not see, ends the path.
         """
         ids: list[str | None] = []
         seqs: list[int] = []
@@ -440,6 +440,9 @@ class RowMap:
                 row = -1
             if cut or cur is None:
                 break
+        if not with_ids:
+            seqs.reverse()
+            return [], seqs, cut
         base = [r for r in rows if r >= 0]
         if base:
             names = iter(self._ids_of(base))

@@ -79,8 +79,8 @@ def insert_rows(conn: Any, session_id: str, ids: list[str], parents: list[str | 
     """Insert new rows (seqs ``first``, ``first + 1``, ...) through one Arrow table.
 
     Returns:
-        The rows' roles, and the indexed ones as an Arrow table (doc_id, grp, seq, search_seq, length, tokens)
-        for the search index, or None if no row has text.
+        The rows' roles, and the indexed ones as an Arrow table (doc_id, grp, seq, search_seq, length, tokens,
+        content) for the search index, or None if no row has text.
     """
     import numpy as np
     import pyarrow as pa
@@ -115,5 +115,5 @@ def insert_rows(conn: Any, session_id: str, ids: list[str], parents: list[str | 
     lengths = np.fromiter((t.count(" ") + 1 if t else 0 for t in joined), dtype=np.int64, count=len(joined))
     search = pa.table({"doc_id": picked.column("id"), "grp": picked.column("session_id"), "seq": picked.column("seq"),
                        "search_seq": picked.column("seq"), "length": arrow_ints(lengths),
-                       "tokens": picked.column("tokens")})
+                       "tokens": picked.column("tokens"), "content": picked.column("content")})
     return roles, search

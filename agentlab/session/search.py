@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentlab.errors import InvalidSearchError
 from agentlab.search.fulltext import MODES
-from agentlab.session.messages import message_text
+from agentlab.session.messages import message_text, parse_rows
 
 if TYPE_CHECKING:
     from agentlab.session.tree import MessageTree
@@ -118,7 +118,7 @@ def search_tree(tree: MessageTree, session_id: str | None, query: str, *, mode: 
             return tree.role_of(hit.doc_id) == role
 
         hits = _collect(fetch, accept, limit)
-        messages = {m["id"]: m for m in tree.read([h.doc_id for h in hits])}
+        messages = _messages_of(tree, hits)
         results = []
         for hit in hits:
             message = messages.get(hit.doc_id)
@@ -133,6 +133,19 @@ def search_tree(tree: MessageTree, session_id: str | None, query: str, *, mode: 
                 score=float(hit.score), on_current_branch=tree.on_current_branch(view, hit.doc_id),
                 session_id=owner, created_at=message.get("created_at")))
         return results
+
+
+def _messages_of(tree: MessageTree, hits: Sequence[Any]) -> dict[str, dict[str, Any]]:
+    """The hits' messages: from the content the index stored with each, else read from the tree."""
+    found: dict[str, dict[str, Any]] = {}
+    stored = [h for h in hits if getattr(h, "content", None)]
+    if stored:
+        for message in parse_rows([h.content for h in stored]):
+            found[message["id"]] = message
+    missing = [h.doc_id for h in hits if h.doc_id not in found]
+    if missing:
+        found.update((m["id"], m) for m in tree.read(missing))
+    return found
 
 
 def _snippet(fts: Any, text: str, query: str) -> str:

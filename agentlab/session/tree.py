@@ -161,7 +161,7 @@ class MessageTree(TreeIndex):
         """Bring the map, the search view and the cache up to date with one row just written."""
         self._add(session_id, [(mid, parent, seq, role)])
         if tokens is not None:
-            self.fts.added(mid, session_id, seq, tokens)
+            self.fts.added(mid, session_id, seq, tokens, content=content)
         self.contents.put(seq, content)
 
     def append_many(self, session_id: str, messages: Iterable[Any],
@@ -254,7 +254,8 @@ class MessageTree(TreeIndex):
                              [content, None if tokens is None else " ".join(tokens), search_seq, seq]).fetchall()
                 self._generation += 1  # path contents changed: cached estimates are stale
                 if tokens is not None:
-                    self.fts.added(mid, session_id, seq, tokens, search_seq=search_seq, replaces=True)
+                    self.fts.added(mid, session_id, seq, tokens, search_seq=search_seq, replaces=True,
+                                   content=content)
                 else:
                     self.fts.removed([mid], [seq])
                 self.contents.put(seq, content)
