@@ -11,7 +11,8 @@ parent_id and session_id) and ``assistant_fts`` (FTS5, ``tokenize='porter unicod
   ``executemany`` into both tables), the JSON encoding included on both sides, text generation excluded. The
   anchor's figure includes building its FTS index, ours building our search index.
 * **cold open + first history + first search**: a fresh process (interpreter start and library imports
-  excluded) opens the file, reads the latest branch, cut at the same depth on both sides (upstream's CTE cap,
+  excluded: numpy, pyarrow with its compute module, duckdb; agentlab's own modules are imported before the clock
+  too, but the ones it imports lazily on first use count) opens the file, reads the latest branch, cut at the same depth on both sides (upstream's CTE cap,
   10,000; ours ``Session(max_depth=10_000)``), every message parsed from JSON, and runs one phrase search (the
   mode of upstream's ``Session.search``), top 20 of the session. The anchor finds the latest leaf with
   upstream's query and walks upstream's recursive CTE. Memory is that process's resident set right after
@@ -163,7 +164,7 @@ def memory():
 COLD_OURS = _MEMORY + """
 import sys, time, json, warnings
 sys.path.insert(0, {root!r})
-import numpy, pyarrow, duckdb  # library imports are not part of the figure
+import numpy, pyarrow, pyarrow.compute, duckdb  # library imports are not part of the figure
 import agentlab
 from agentlab.agent.agent import Agent, get_agent
 from agentlab.session.session import Session
