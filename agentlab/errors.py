@@ -315,6 +315,11 @@ class InvalidSearchError(AgentlabError, ValueError):
     """A full-text index or search call with a bad argument (unknown mode, negative limit, bad namespace)."""
 
 
+class SearchIndexWarning(UserWarning):
+    """The search index beside an agent's file could not be written (a full disk); searches stay right, from
+    memory, and the index is rebuilt from the file when next opened."""
+
+
 class CorruptIndexError(AgentlabError):
     """A file of the derived search index is damaged or not an index file. The index catches it and rebuilds the
     file from the agent's DuckDB file, which holds the truth; it reaches a caller only from the index's own

@@ -297,3 +297,28 @@ class TestReadOnly:
             session.append_message(msg(f"m{i}", WORDS[i % len(WORDS)] + " on"))
             oracle.put(f"m{i}", WORDS[i % len(WORDS)] + " on")
         check_all(store, oracle)
+
+
+class TestAFullDisk:
+    def test_a_failed_index_write_keeps_the_write_and_searches_right(self, store_path, monkeypatch):
+        from agentlab.errors import SearchIndexWarning
+        from agentlab.search import index_files
+
+        def no_space(*args, **kwargs):
+            raise OSError(28, "No space left on device")
+
+        oracle = Oracle()
+        store = Store(store_path)
+        session = Session(store)
+        monkeypatch.setattr(index_files, "write_sections", no_space)
+        with pytest.warns(SearchIndexWarning, match="could not be written"):
+            session.append_messages([msg(f"m{i}", "alpha beta" if i % 2 else "gamma") for i in range(20)])
+        for i in range(20):
+            oracle.put(f"m{i}", "alpha beta" if i % 2 else "gamma")
+        assert store.scalar("SELECT count(*) FROM messages") == 20  # the write stands
+        check_all(store, oracle)
+        monkeypatch.undo()
+        store.close()
+        store = Store(store_path)  # the next opener rebuilds what could not be saved
+        check_all(store, oracle)
+        store.close()

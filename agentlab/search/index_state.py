@@ -7,6 +7,7 @@ holds the mechanics, :class:`~agentlab.search.message_index.MessageIndex` the pu
 
 from __future__ import annotations
 
+import warnings
 import weakref
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from agentlab.errors import CorruptIndexError
+from agentlab.errors import CorruptIndexError, SearchIndexWarning
 from agentlab.search.index_files import IndexFiles
 from agentlab.search.lexicon import Lexicon
 from agentlab.search.postings import arrow_ints, arrow_strings, numpy_ints
@@ -73,6 +74,7 @@ class IndexState:
         self.files = IndexFiles(store.path) if store.path != MEMORY else None
         self.opened = False
         self.ignore_files = False  # set when a file of the index turned out damaged and could not be removed
+        self.write_failed = False  # set when writing the folder failed (a full disk): memory only from then on
         store.on_close(self.before_close, self.after_close)
 
     @property
@@ -263,7 +265,7 @@ class IndexState:
     # -- writing segments ----------------------------------------------------------------------
 
     def _writable(self) -> bool:
-        return self.files is not None and not self.store.read_only
+        return self.files is not None and not self.store.read_only and not self.write_failed
 
     def in_memory_docs(self) -> tuple[int, int]:
         docs = sum(p.n_live for p in self.memory) + self.buffer.n_live + sum(t.num_rows for t in self.pending)
@@ -274,8 +276,14 @@ class IndexState:
     def maybe_flush(self) -> None:
         docs, tokens = self.in_memory_docs()
         if self._writable() and (docs >= FLUSH_DOCS or tokens >= FLUSH_TOKENS):
-            self.flush()
-            self.commit(None)
+            try:
+                self.flush()
+                self.commit(None)
+            except OSError as exc:  # a full disk must not fail the write that committed: stay in memory
+                self.write_failed = True
+                warnings.warn(f"The search index of {self.store.path} could not be written ({exc}); it stays in "
+                              "memory for this session and is rebuilt from the file when next opened.",
+                              SearchIndexWarning, stacklevel=2)
 
     def _buffer_segment(self) -> SegmentPart | None:
         rows = self.buffer.live_rows()
@@ -309,24 +317,25 @@ class IndexState:
     def flush(self) -> None:
         """Write the in-memory documents as one persisted segment (not yet committed to ``meta.json``)."""
         assert self.files is not None
+        # The in-memory parts are let go only once their segment is on disk: a failed write loses nothing.
         if self.pending and not self.memory and not self.buffer.rows:  # a bulk import: one build, no merge
             import pyarrow as pa
 
             merged = build_segment(pa.concat_tables(self.pending), self.lexicon)
-            self.pending = []
         else:
             self.build_pending()
             inputs = [(p.segment, p.live) for p in self.memory if p.n_live]
             buffered = self._buffer_segment()
             if buffered is not None:
                 inputs.append((buffered.segment, None))
-            self.memory, self.buffer = [], BufferPart()
             if not inputs:
+                self.memory, self.buffer = [], BufferPart()
                 return
             merged = merge_segments(inputs, len(self.lexicon))
         arrays = merged.arrays()
         arrays["doc_hash"] = self._hashes(merged)
         name = self.files.write("seg", merged.meta(), arrays)
+        self.pending, self.memory, self.buffer = [], [], BufferPart()
         self.persisted.append(_Persisted(name, SegmentPart(Segment(self.files.open(name))), None))
         self.changed = True
         self._merge_if_needed()
