@@ -220,12 +220,12 @@ lite = sqlite3.connect({path!r}, isolation_level=None)
 lite.execute("PRAGMA synchronous=FULL")
 kinds = {kinds!r}
 out = {{}}
-from agentlab.session.messages import message_text
+from agentlab.session.messages import message_text, parse_rows
 def ours(words, mode):
     return [h.id for h in session.search(" ".join(words), mode=mode, limit={limit})]
 def ours_index(words, mode):  # upstream's work: the ranked ids with each message's role and text
     hits = session.tree.fts.search(" ".join(words), mode=mode, limit={limit}, groups=[""])
-    return [(m["id"], m["role"], message_text(m)) for m in session.tree.read([h.doc_id for h in hits])]
+    return [(m["id"], m["role"], message_text(m)) for m in parse_rows([h.content for h in hits])]
 def anchor(words, mode, query):
     return [r[0] for r in lite.execute({search!r}, [query, "", {limit}]).fetchall()]
 ours(["warm"], "any"); anchor(["warm"], "any", '"warm"')
