@@ -74,12 +74,13 @@ WHERE namespace = ? AND doc_id IN (SELECT unnest(?::VARCHAR[]))
 @dataclass(frozen=True)
 class Hit:
     """One search result: the document's id, its BM25 score (higher is better) and its group; the message index
-    also returns the stored content of the row it found (``content``)."""
+    also returns the stored content and the seq of the row it found (``content``, ``seq``)."""
 
     doc_id: str
     score: float
     group: str
     content: str | None = None
+    seq: int | None = None
 
 
 def _check_row(doc_id: Any, text: Any, group: Any) -> None:

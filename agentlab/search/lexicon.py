@@ -54,6 +54,7 @@ class Lexicon:
             self._bytes = np.zeros(0, dtype=np.uint8)
             self._order = np.zeros(0, dtype=np.int64)
             self.persisted = 0
+        self._checked = False
         self._added: dict[str, int] = {}
         self._added_list: list[str] = []
         self._all: _TermIds | None = None
@@ -66,6 +67,7 @@ class Lexicon:
         self._order = file["order"]
         self.persisted = len(self._order)
         self._added, self._added_list = {}, []
+        self._checked = False
 
     def __len__(self) -> int:
         return self.persisted + len(self._added_list)
@@ -87,19 +89,22 @@ class Lexicon:
         found = self._added.get(term)
         if found is not None:
             return found
+        if self._file is not None and not self._checked:
+            self._file.verify_all()  # once: a few MB, then lookups index the arrays directly
+            self._checked = True
         key = term.encode("utf-8")
         lo, hi = 0, self.persisted
-        file = self._file
+        order, offsets, data = self._order, self._offsets, self._bytes
         while lo < hi:
             mid = (lo + hi) // 2
-            tid = int(self._order[mid]) if file is None else int(file.verified("order", mid, mid + 1)[0])
-            if self._persisted_term(tid) < key:
+            tid = int(order[mid])
+            if data[offsets[tid]:offsets[tid + 1]].tobytes() < key:
                 lo = mid + 1
             else:
                 hi = mid
         if lo < self.persisted:
-            tid = int(self._order[lo]) if file is None else int(file.verified("order", lo, lo + 1)[0])
-            if self._persisted_term(tid) == key:
+            tid = int(order[lo])
+            if data[offsets[tid]:offsets[tid + 1]].tobytes() == key:
                 return tid
         return None
 

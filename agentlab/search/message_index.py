@@ -126,7 +126,7 @@ class MessageIndex:
                     if attempt == 2:
                         raise
                     state.damaged()
-        return [Hit(doc_id, score, group, content) for doc_id, score, group, content in found]
+        return [Hit(doc_id, score, group, content, seq) for doc_id, score, group, content, seq in found]
 
     def snippet(self, text: str, query: str, width: int = 160) -> str:
         """:func:`~agentlab.search.fulltext.snippet` (here so callers holding an index need no other import)."""

@@ -83,10 +83,11 @@ class SegmentPart:
     def doc_group(self, docs: np.ndarray) -> np.ndarray:
         return self.segment.doc_group[docs]
 
-    def hit(self, doc: int) -> tuple[str, str, str | None]:
-        """(document id, group, stored content or None) of one document."""
+    def hit(self, doc: int) -> tuple[str, str, str | None, int]:
+        """(document id, group, stored content or None, row seq) of one document."""
         seg = self.segment
-        return seg.doc_ids(np.array([doc]))[0], seg.groups[int(seg.doc_group[doc])], seg.content(doc)
+        return (seg.doc_ids(np.array([doc]))[0], seg.groups[int(seg.doc_group[doc])], seg.content(doc),
+                int(seg.doc_seq[doc]))
 
 
 class BufferPart:
@@ -141,10 +142,10 @@ class BufferPart:
     def doc_group(self, docs: np.ndarray) -> np.ndarray:
         return self.table.group_of.values[docs]
 
-    def hit(self, doc: int) -> tuple[str, str, str | None]:
+    def hit(self, doc: int) -> tuple[str, str, str | None, int]:
         doc_id = self.table.doc_ids[doc]
         assert doc_id is not None
-        return doc_id, self.table.groups[int(self.table.group_of.values[doc])], self.rows[doc][5]
+        return doc_id, self.table.groups[int(self.table.group_of.values[doc])], self.rows[doc][5], self.row_seq[doc]
 
 
 Part = SegmentPart | BufferPart
@@ -174,9 +175,9 @@ def _intersection(lists: list[np.ndarray]) -> np.ndarray:
 
 def search_parts(parts: Sequence[Part], lexicon: Lexicon | None, phrases: list[tuple[str, ...]], mode: str, limit: int,
                  params: BM25Params, *, groups: Collection[str] | None = None,
-                 seqs: np.ndarray | None = None) -> list[tuple[str, float, str, str | None]]:
-    """The best ``limit`` documents of ``parts`` for the query's phrases, as ``(doc id, score, group, content)``
-    (content: the stored message, or None where a part does not keep it).
+                 seqs: np.ndarray | None = None) -> list[tuple[str, float, str, str | None, int]]:
+    """The best ``limit`` documents of ``parts`` for the query's phrases, as ``(doc id, score, group, content,
+    row seq)`` (content: the stored message, or None where a part does not keep it).
 
     Args:
         parts: The index's parts.
@@ -237,8 +238,8 @@ def search_parts(parts: Sequence[Part], lexicon: Lexicon | None, phrases: list[t
     scores, keys, where = np.concatenate(best_scores), np.concatenate(best_keys), np.concatenate(best_where)
     out = []
     for i in top_k(keys, scores, limit).tolist():
-        doc_id, group, content = parts[int(where[i, 0])].hit(int(where[i, 1]))
-        out.append((doc_id, float(scores[i]), group, content))
+        doc_id, group, content, seq = parts[int(where[i, 0])].hit(int(where[i, 1]))
+        out.append((doc_id, float(scores[i]), group, content, seq))
     return out
 
 

@@ -112,7 +112,7 @@ class SectionFile:
         start = -(-(16 + length) // _ALIGN) * _ALIGN
         self._arrays: dict[str, np.ndarray] = {}
         self._crcs: dict[str, list[int]] = {}
-        self._checked: dict[str, np.ndarray] = {}
+        self._checked: dict[str, bytearray] = {}  # 1 for a block already checked (a bytearray: cheap to index)
         for name, (offset, dtype, count, crcs) in layout.items():
             kind = np.dtype(dtype)
             begin, nbytes = start + int(offset), int(count) * kind.itemsize
@@ -121,7 +121,7 @@ class SectionFile:
             array = np.frombuffer(buf, dtype=kind, count=int(count), offset=begin) if count else np.zeros(0, kind)
             self._arrays[name] = array
             self._crcs[name] = crcs
-            self._checked[name] = np.zeros(len(crcs), dtype=np.bool_)
+            self._checked[name] = bytearray(len(crcs))
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self._arrays[name]
@@ -142,14 +142,15 @@ class SectionFile:
         size = array.itemsize
         first, last = lo * size // BLOCK, ((hi * size) - 1) // BLOCK
         checked = self._checked[name]
-        if not checked[first:last + 1].all():
+        if not checked[first] or (last > first and 0 in checked[first + 1:last + 1]):
             raw = array.data.cast("B")
             crcs = self._crcs[name]
-            for block in np.flatnonzero(~checked[first:last + 1]).tolist():
-                block += first
+            for block in range(first, last + 1):
+                if checked[block]:
+                    continue
                 if xxh3_64_intdigest(raw[block * BLOCK:(block + 1) * BLOCK]) != crcs[block]:
                     raise CorruptIndexError(self.path, f"has a damaged block in section {name}")
-                checked[block] = True
+                checked[block] = 1
         return array[lo:hi]
 
     def verify_all(self) -> None:

@@ -112,10 +112,8 @@ def search_tree(tree: MessageTree, session_id: str | None, query: str, *, mode: 
                     hits.sort(key=lambda h: -h.score)
                 return hits[:n]
 
-        def accept(hit: Any) -> bool:
-            if role is None:
-                return tree.session_of(hit.doc_id) is not None
-            return tree.role_of(hit.doc_id) == role
+        def accept(hit: Any) -> bool:  # the index holds committed rows only, so every hit exists
+            return role is None or tree.role_of(hit.doc_id) == role
 
         hits = _collect(fetch, accept, limit)
         messages = _messages_of(tree, hits)
@@ -124,13 +122,13 @@ def search_tree(tree: MessageTree, session_id: str | None, query: str, *, mode: 
             message = messages.get(hit.doc_id)
             if message is None:
                 continue
-            owner = tree.session_of(hit.doc_id) or ""
+            owner = hit.group
             # An inherited message (a fork reading its parent's path) is judged against the fork's branch.
             view = session_id if session_id is not None else owner
             text = message_text(message)
             results.append(SearchHit(
                 id=hit.doc_id, role=message["role"], text=text, snippet=_snippet(fts, text, query),
-                score=float(hit.score), on_current_branch=tree.on_current_branch(view, hit.doc_id),
+                score=float(hit.score), on_current_branch=tree.on_current_branch(view, hit.doc_id, seq=hit.seq),
                 session_id=owner, created_at=message.get("created_at")))
         return results
 

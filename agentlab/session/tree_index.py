@@ -277,8 +277,8 @@ class TreeIndex:
         self._path_cache[session_id] = (start, self._generation, max_depth, path, seqs, cut)
         return list(path), list(seqs), cut
 
-    def on_current_branch(self, session_id: str, message_id: str) -> bool:
-        """Whether ``message_id`` is on the path to the latest leaf of ``session_id``.
+    def on_current_branch(self, session_id: str, message_id: str, *, seq: int | None = None) -> bool:
+        """Whether ``message_id`` (whose row seq may be given) is on the path to the latest leaf of ``session_id``.
 
         The path is cached as a set of seqs (no id strings are made for it); an append under the cached leaf
         extends it instead of walking again, so asking right after each append stays O(1) on a deep branch.
@@ -286,9 +286,11 @@ class TreeIndex:
         with self.store.lock:
             self._ready()
             leaf = self.latest_leaf_id(session_id)
-            found = self._rows.get(message_id)
-            if found is None:
-                return False
+            if seq is None:
+                found = self._rows.get(message_id)
+                if found is None:
+                    return False
+                seq = found[0]
             cached = self._branch_cache.get(session_id)
             if cached is not None and cached[1] == self._generation:
                 old_leaf, _, members = cached
@@ -298,13 +300,13 @@ class TreeIndex:
                     self._branch_cache[session_id] = (leaf, self._generation, members)
                     cached = self._branch_cache[session_id]
                 if cached[0] == leaf:
-                    return found[0] in cached[2]
+                    return seq in cached[2]
             seqs: set[int] = set()
             if leaf is not None:
                 seqs = set(self._rows.walk(leaf, session_id, self.inherited(session_id), DEFAULT_MAX_DEPTH,
                                            with_ids=False)[1])
             self._branch_cache[session_id] = (leaf, self._generation, seqs)
-            return found[0] in seqs
+            return seq in seqs
 
     def children_ids(self, session_id: str, message_id: str) -> list[str]:
         """Visible children of ``message_id``, oldest first (by seq)."""
