@@ -99,7 +99,7 @@ class TestAgreesWithFts5ThroughChanges:
         sessions = {"": Session(store), "b": Session(store, "b")}
         alive: dict[str, str] = {}  # id -> session
         counter = 0
-        for step in range(160):
+        for _ in range(160):
             sid = rng.choice(list(sessions))
             session = sessions[sid]
             action = rng.random()

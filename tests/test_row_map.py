@@ -60,7 +60,7 @@ def run(store_path, rng: random.Random, steps: int) -> None:
     store = Store(store_path)
     sessions = ["", "other"]
     counter, gone = 0, []
-    for step in range(steps):
+    for _ in range(steps):
         sid = rng.choice(sessions)
         session = Session(store, sid)
         mine = tree_of(store).owned_ids(sid)
