@@ -3,8 +3,9 @@
 Every session of an agent stores its messages in the ``messages`` table; a message points at its parent by
 id, so a conversation is a tree and a branch is the path from a root to a leaf. DuckDB walks recursive CTEs
 slowly (about 77 ms at depth 10,000), so :class:`MessageTree` keeps ``id -> parent, seq, session`` and the
-leaves of every session in memory, loaded once at first use (children lists and roles on first need), and
-reads only message contents from DuckDB.
+leaves of every session in memory (a :class:`~agentlab.session.row_map.RowMap`: numpy arrays for the rows loaded
+at first use, dicts for the rows written since; roles on first need, children found per call), and reads only
+message contents from DuckDB.
 
 Invariants:
 
@@ -158,7 +159,7 @@ class MessageTree(TreeIndex):
 
     def _stored(self, session_id: str, mid: str, parent: str | None, seq: int, role: str, content: str,
                 tokens: list[str] | None) -> None:
-        """Bring the map, the search view and the cache up to date with one row just written."""
+        """Bring the map, the search index and the cache up to date with one row just written."""
         self._add(session_id, [(mid, parent, seq, role)])
         if tokens is not None:
             self.fts.added(mid, session_id, seq, tokens, content=content)

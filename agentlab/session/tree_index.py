@@ -1,9 +1,11 @@
 """The read side of the message tree: the parent map of every session, held in memory, and every read.
 
 DuckDB walks recursive CTEs slowly (about 77 ms at depth 10,000), so :class:`TreeIndex` keeps
-``id -> parent, seq, session`` and the leaves of every session in memory, loaded once at first use (children
-lists and roles on first need), and reads only message contents from DuckDB. The writes that keep it in step
-with the ``messages`` table are :class:`~agentlab.session.tree.MessageTree`'s.
+``id -> parent, seq, session`` and the leaves of every session in memory, as a
+:class:`~agentlab.session.row_map.RowMap` loaded once at first use (numpy arrays, so a million rows cost tens of
+megabytes and well under a second to load; roles on first need; children found per call, never a map of them),
+and reads only message contents from DuckDB. The writes that keep it in step with the ``messages`` table are
+:class:`~agentlab.session.tree.MessageTree`'s.
 
 Invariants:
 
