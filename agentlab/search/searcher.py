@@ -83,11 +83,14 @@ class SegmentPart:
     def doc_group(self, docs: np.ndarray) -> np.ndarray:
         return self.segment.doc_group[docs]
 
-    def hit(self, doc: int) -> tuple[str, str, str | None, int]:
-        """(document id, group, stored content or None, row seq) of one document."""
+    def hits(self, docs: list[int]) -> list[tuple[str, str, str | None, int]]:
+        """(document id, group, stored content or None, row seq) of each document."""
         seg = self.segment
-        return (seg.doc_ids(np.array([doc]))[0], seg.groups[int(seg.doc_group[doc])], seg.content(doc),
-                int(seg.doc_seq[doc]))
+        chosen = np.array(docs, dtype=np.int64)
+        ids = seg.doc_ids(chosen)
+        contents = seg.contents(chosen)
+        groups = [seg.groups[g] for g in seg.doc_group[chosen].tolist()]
+        return list(zip(ids, groups, contents, seg.doc_seq[chosen].tolist()))
 
 
 class BufferPart:
@@ -142,10 +145,14 @@ class BufferPart:
     def doc_group(self, docs: np.ndarray) -> np.ndarray:
         return self.table.group_of.values[docs]
 
-    def hit(self, doc: int) -> tuple[str, str, str | None, int]:
-        doc_id = self.table.doc_ids[doc]
-        assert doc_id is not None
-        return doc_id, self.table.groups[int(self.table.group_of.values[doc])], self.rows[doc][5], self.row_seq[doc]
+    def hits(self, docs: list[int]) -> list[tuple[str, str, str | None, int]]:
+        table = self.table
+        out = []
+        for doc in docs:
+            doc_id = table.doc_ids[doc]
+            assert doc_id is not None
+            out.append((doc_id, table.groups[int(table.group_of.values[doc])], self.rows[doc][5], self.row_seq[doc]))
+        return out
 
 
 Part = SegmentPart | BufferPart
@@ -236,9 +243,14 @@ def search_parts(parts: Sequence[Part], lexicon: Lexicon | None, phrases: list[t
     if not best_scores:
         return []
     scores, keys, where = np.concatenate(best_scores), np.concatenate(best_keys), np.concatenate(best_where)
+    best = top_k(keys, scores, limit).tolist()
+    wanted: dict[int, list[int]] = {}
+    for i in best:  # one call per part for its documents' ids, groups and contents
+        wanted.setdefault(int(where[i, 0]), []).append(int(where[i, 1]))
+    found = {(p, d): row for p, docs in wanted.items() for d, row in zip(docs, parts[p].hits(docs))}
     out = []
-    for i in top_k(keys, scores, limit).tolist():
-        doc_id, group, content, seq = parts[int(where[i, 0])].hit(int(where[i, 1]))
+    for i in best:
+        doc_id, group, content, seq = found[(int(where[i, 0]), int(where[i, 1]))]
         out.append((doc_id, float(scores[i]), group, content, seq))
     return out
 

@@ -143,13 +143,18 @@ class Segment:
 
     def doc_ids(self, docnums: np.ndarray) -> list[str]:
         """The ids of these documents."""
-        offsets, raw = self._id_offsets, self._id_bytes
-        out = []
-        for d in docnums.tolist():
-            lo, hi = int(offsets[d]), int(offsets[d + 1])
-            out.append((self._range("doc_id_bytes", lo, hi) if self.file is not None else raw[lo:hi]).tobytes()
-                       .decode("utf-8"))
-        return out
+        return self._strings("doc_id_offsets", "doc_id_bytes", docnums)
+
+    def contents(self, docnums: np.ndarray) -> list[str | None]:
+        """The stored contents of these documents (Nones for a segment written without contents)."""
+        if not self.has_content:
+            return [None] * len(docnums)
+        return self._strings("doc_content_offsets", "doc_content_bytes", docnums)  # type: ignore[return-value]
+
+    def _strings(self, offsets_name: str, bytes_name: str, docnums: np.ndarray) -> list[str]:
+        offsets = self._checked(offsets_name)
+        starts, ends = offsets[docnums].tolist(), offsets[docnums + 1].tolist()
+        return [self._range(bytes_name, lo, hi).tobytes().decode("utf-8") for lo, hi in zip(starts, ends)]
 
     def content(self, doc: int) -> str | None:
         """The stored content of one document (None for a segment written without contents)."""
