@@ -128,3 +128,18 @@ class TestLoading:
         session.append_message(msg("a2"), parent_id="q")
         assert [m["id"] for m in session.get_branches("q")] == ["a1", "a2"]
         store.close()
+
+    def test_rows_stored_out_of_seq_order_load_in_seq_order(self, store_path):
+        store = Store(store_path)
+        Session(store).append_messages([msg(f"m{i}") for i in range(50)])
+        Session(store).append_message(msg("b1"), parent_id="m10")
+        # a repeated id with the larger seq: the row with the smaller seq must win, wherever it lies in the table
+        store.execute("INSERT INTO messages SELECT seq + 1000, id, session_id, 'm49', role, content, created_at, "
+                      "search_tokens, search_seq + 1000 FROM messages WHERE id = 'm5'")
+        store.execute("CREATE TEMP TABLE copy AS SELECT * FROM messages")
+        store.execute("DELETE FROM messages")
+        store.execute("INSERT INTO messages SELECT * FROM copy ORDER BY seq DESC")
+        store.note_outside_write()
+        agree(store, [""])
+        assert tree_of(store).latest_leaf_id("") == "b1"
+        store.close()

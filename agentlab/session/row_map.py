@@ -25,9 +25,13 @@ from typing import Any
 
 import numpy as np
 
+from agentlab._memory import release_freed_memory
+
 __all__ = ["RowMap", "id_hash"]
 
-_LOAD = "SELECT seq, id, parent_id, session_id FROM messages ORDER BY seq"
+# No ORDER BY: rows lie in seq order as appended (checked below), and DuckDB's sort would hold, and its allocator
+# keep, several times the columns' size.
+_LOAD = "SELECT seq, id, parent_id, session_id FROM messages"
 _FNV_OFFSET = 0xCBF29CE484222325
 _FNV_PRIME = 0x100000001B3
 _MASK = (1 << 64) - 1
@@ -120,6 +124,12 @@ class RowMap:
         from agentlab.search.segment import utf8_buffers
 
         seq = _ints(table.column("seq"), np.int64)
+        if n > 1 and not bool(np.all(seq[1:] > seq[:-1])):  # written out of order (SQL from outside)
+            order = np.argsort(seq, kind="stable")
+            from agentlab.search.postings import arrow_ints
+
+            table = table.take(arrow_ints(order))
+            seq = seq[order]
         self._id_offsets, raw = utf8_buffers(table.column("id"))
         hashes = hash_column(self._id_offsets[:-1], np.diff(self._id_offsets), raw)
         self._id_bytes = raw.tobytes()
@@ -173,6 +183,7 @@ class RowMap:
         self._leaf = alive & ~has_child
         self._n_alive = int(alive.sum())
         self._views()
+        release_freed_memory()  # the load's temporaries were several times the arrays kept
         return self
 
     def detached_parents(self) -> set[str]:
