@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from agentlab._memory import release_freed_memory
 from agentlab.errors import CorruptIndexError, SearchIndexWarning
 from agentlab.search.index_files import IndexFiles
 from agentlab.search.lexicon import Lexicon
@@ -203,6 +204,7 @@ class IndexState:
         finally:
             cursor.close()
         self.exact = True
+        release_freed_memory()
 
     def _read_rows(self, cursor: Any, missing: np.ndarray) -> None:
         """Index the rows with these search seqs (sorted), read from the file in batches."""
@@ -339,6 +341,7 @@ class IndexState:
         self.persisted.append(_Persisted(name, SegmentPart(Segment(self.files.open(name))), None))
         self.changed = True
         self._merge_if_needed()
+        release_freed_memory()  # a segment's build or merge allocates several times its size for a moment
 
     def _hashes(self, segment: Segment) -> np.ndarray:
         """DuckDB's hash of each document's row, by search_seq (zero for a row that is gone)."""

@@ -59,50 +59,59 @@ def merge_segments(parts: list[tuple[Segment, np.ndarray | None]], n_terms: int)
     id_offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
     np.cumsum(sizes, out=id_offsets[1:])
 
-    # Postings: per input, the kept pairs (term, docnum, tf) and occurrences, counted per term.
-    pair_counts, occ_counts, kept = [], [], []
-    for (seg, _), keep, mapping in zip(parts, kept_masks, mappings):
+    # Postings, in two passes so that one input's temporaries at a time are alive: first how many kept pairs and
+    # occurrences each input has per term (which fixes every term's place in the output), then each input's
+    # kept postings written to their places.
+    def sections(seg: Segment) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        get = seg.file.verified if seg.file is not None else seg._arrays.__getitem__
+        return get("post_doc"), get("post_tf"), get("positions")
+
+    def pairs_of(seg: Segment, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        docs = sections(seg)[0]
         starts = seg._checked("term_start")
-        pos_starts = seg._checked("term_pos_start")
-        docs = seg.file.verified("post_doc") if seg.file is not None else seg._arrays["post_doc"]
-        tf = seg.file.verified("post_tf") if seg.file is not None else seg._arrays["post_tf"]
-        positions = seg.file.verified("positions") if seg.file is not None else seg._arrays["positions"]
         dtype = _index_dtype(max(len(docs), seg.n_terms))
-        pair_tid = np.repeat(np.arange(seg.n_terms, dtype=dtype), np.diff(starts).astype(dtype))
-        live_pair = keep[docs]
-        counts = np.bincount(pair_tid[live_pair], minlength=n_terms)
+        return np.repeat(np.arange(seg.n_terms, dtype=dtype), np.diff(starts).astype(dtype)), keep[docs]
+
+    pair_counts, occ_counts = [], []
+    for (seg, _), keep in zip(parts, kept_masks):
+        tf = sections(seg)[1]
+        pair_tid, live_pair = pairs_of(seg, keep)
+        pair_counts.append(np.bincount(pair_tid[live_pair], minlength=n_terms))
         occ = np.zeros(n_terms, dtype=np.int64)
-        occ[:seg.n_terms] = np.bincount(pair_tid[live_pair], weights=tf[live_pair], minlength=seg.n_terms) \
-            .astype(np.int64) if len(pair_tid) else 0
-        if seg.n_terms and int(pos_starts[-1]) != int(tf.sum(dtype=np.int64)):
+        if len(pair_tid):
+            occ[:seg.n_terms] = np.bincount(pair_tid[live_pair], weights=tf[live_pair], minlength=seg.n_terms)
+        if seg.n_terms and int(seg._checked("term_pos_start")[-1]) != int(tf.sum(dtype=np.int64)):
             raise ValueError("segment positions do not add up to its counts")
-        pair_counts.append(counts)
         occ_counts.append(occ)
-        live_occ = np.repeat(live_pair, tf)
-        kept.append((mapping[docs[live_pair]], tf[live_pair], positions[live_occ]))
     total_pairs = sum(int(c.sum()) for c in pair_counts)
     total_occ = sum(int(c.sum()) for c in occ_counts)
     term_start = np.zeros(n_terms + 1, dtype=np.int64)
     np.cumsum(np.sum(pair_counts, axis=0) if pair_counts else np.zeros(n_terms, np.int64), out=term_start[1:])
     term_pos_start = np.zeros(n_terms + 1, dtype=np.int64)
     np.cumsum(np.sum(occ_counts, axis=0) if occ_counts else np.zeros(n_terms, np.int64), out=term_pos_start[1:])
-    tf_dtype = np.result_type(*(k[1].dtype for k in kept)) if kept else np.dtype(np.uint16)
-    pos_dtype = np.result_type(*(k[2].dtype for k in kept)) if kept else np.dtype(np.uint16)
+    tf_dtype = np.result_type(*(sections(seg)[1].dtype for seg, _ in parts)) if parts else np.dtype(np.uint16)
+    pos_dtype = np.result_type(*(sections(seg)[2].dtype for seg, _ in parts)) if parts else np.dtype(np.uint16)
     post_doc = np.empty(total_pairs, dtype=np.uint32)
     post_tf = np.empty(total_pairs, dtype=tf_dtype)
     positions = np.empty(total_occ, dtype=pos_dtype)
     pair_prefix = np.zeros(n_terms, dtype=np.int64)
     occ_prefix = np.zeros(n_terms, dtype=np.int64)
-    for counts, occ, (docs, tf, pos) in zip(pair_counts, occ_counts, kept):
+    for (seg, _), keep, mapping, counts, occ in zip(parts, kept_masks, mappings, pair_counts, occ_counts):
+        docs, tf, pos = sections(seg)
+        _, live_pair = pairs_of(seg, keep)
         local = np.zeros(n_terms + 1, dtype=np.int64)
         np.cumsum(counts, out=local[1:])
-        shift = term_start[:-1] + pair_prefix - local[:-1]
-        post_doc[np.repeat(shift, counts) + np.arange(len(docs))] = docs
-        post_tf[np.repeat(shift, counts) + np.arange(len(docs))] = tf
+        where = np.repeat(term_start[:-1] + pair_prefix - local[:-1], counts)
+        where += np.arange(len(where))
+        post_doc[where] = mapping[docs[live_pair]]
+        post_tf[where] = tf[live_pair]
+        del where
         local_occ = np.zeros(n_terms + 1, dtype=np.int64)
         np.cumsum(occ, out=local_occ[1:])
-        shift_occ = term_pos_start[:-1] + occ_prefix - local_occ[:-1]
-        positions[np.repeat(shift_occ, occ) + np.arange(len(pos))] = pos
+        where = np.repeat(term_pos_start[:-1] + occ_prefix - local_occ[:-1], occ)
+        where += np.arange(len(where))
+        positions[where] = pos[np.repeat(live_pair, tf)]
+        del where
         pair_prefix += counts
         occ_prefix += occ
     arrays = {name: (np.concatenate(chunks) if chunks else np.zeros(0)) for name, chunks in columns.items()}
@@ -113,7 +122,7 @@ def merge_segments(parts: list[tuple[Segment, np.ndarray | None]], n_terms: int)
     arrays["doc_hash"] = arrays["doc_hash"].astype(np.uint64)
     arrays.update({
         "doc_id_offsets": id_offsets,
-        "doc_id_bytes": np.frombuffer(b"".join(id_chunks), dtype=np.uint8).copy(),
+        "doc_id_bytes": np.frombuffer(b"".join(id_chunks), dtype=np.uint8),
         "term_start": term_start,
         "term_pos_start": term_pos_start,
         "post_doc": post_doc,
@@ -124,6 +133,6 @@ def merge_segments(parts: list[tuple[Segment, np.ndarray | None]], n_terms: int)
         sizes = np.concatenate(content_sizes) if content_sizes else np.zeros(0, dtype=np.int64)
         arrays["doc_content_offsets"] = np.zeros(len(sizes) + 1, dtype=np.int64)
         np.cumsum(sizes, out=arrays["doc_content_offsets"][1:])
-        arrays["doc_content_bytes"] = np.frombuffer(b"".join(content_chunks), dtype=np.uint8).copy()
+        arrays["doc_content_bytes"] = np.frombuffer(b"".join(content_chunks), dtype=np.uint8)
     return Segment(arrays, {"groups": list(groups), "n_terms": n_terms,
                             "total_length": int(arrays["doc_len"].sum(dtype=np.int64))})
