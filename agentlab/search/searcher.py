@@ -209,7 +209,9 @@ def search_parts(parts: Sequence[Part], lexicon: Lexicon | None, phrases: list[t
         return []
     avgdl = sum(part.live_length for part in parts) / n_docs
     idf = {p: fts5_idf(n_docs, sum(len(f[p][0]) for f in found)) for p in distinct}
-    best_scores, best_keys, best_where = [], [], []
+    best_scores: list[np.ndarray] = []
+    best_keys: list[np.ndarray] = []
+    best_where: list[tuple[int, int]] = []
     for index, (part, hits) in enumerate(zip(parts, found)):
         lists = [hits[p][0] for p in distinct]
         if mode == "any":
@@ -218,7 +220,9 @@ def search_parts(parts: Sequence[Part], lexicon: Lexicon | None, phrases: list[t
         else:
             candidates = _intersection(lists)
         if groups is not None and len(candidates):
-            candidates = candidates[np.isin(part.doc_group(candidates), part.group_codes(groups))]
+            codes = part.group_codes(groups)
+            of = part.doc_group(candidates)
+            candidates = candidates[of == codes[0] if len(codes) == 1 else np.isin(of, codes)]
         if seqs is not None and len(candidates):
             candidates = candidates[np.isin(part.doc_seq(candidates), seqs)]
         if not len(candidates):
@@ -229,6 +233,9 @@ def search_parts(parts: Sequence[Part], lexicon: Lexicon | None, phrases: list[t
             docs, tf = hits[phrase]
             if not len(docs):
                 continue
+            if len(docs) == len(candidates) and mode != "any":  # "all": every candidate has every phrase
+                scores += bm25_term(idf[phrase], tf, lengths, avgdl, params)
+                continue
             at = np.searchsorted(candidates, docs)
             at[at == len(candidates)] = 0
             ok = candidates[at] == docs
@@ -236,21 +243,22 @@ def search_parts(parts: Sequence[Part], lexicon: Lexicon | None, phrases: list[t
                 where = at[ok]
                 scores[where] += bm25_term(idf[phrase], tf[ok], lengths[where], avgdl, params)
         keys = part.search_seq(candidates)
-        keep = top_k(keys, scores, limit)
+        keep = top_k(keys, scores, limit) if len(candidates) > limit else np.arange(len(candidates))
         best_scores.append(scores[keep])
         best_keys.append(keys[keep])
-        best_where.append(np.stack([np.full(len(keep), index), candidates[keep]], axis=1))
+        best_where += [(index, d) for d in candidates[keep].tolist()]
     if not best_scores:
         return []
-    scores, keys, where = np.concatenate(best_scores), np.concatenate(best_keys), np.concatenate(best_where)
+    scores, keys = np.concatenate(best_scores), np.concatenate(best_keys)
     best = top_k(keys, scores, limit).tolist()
     wanted: dict[int, list[int]] = {}
     for i in best:  # one call per part for its documents' ids, groups and contents
-        wanted.setdefault(int(where[i, 0]), []).append(int(where[i, 1]))
+        part_index, doc = best_where[i]
+        wanted.setdefault(part_index, []).append(doc)
     found = {(p, d): row for p, docs in wanted.items() for d, row in zip(docs, parts[p].hits(docs))}
     out = []
     for i in best:
-        doc_id, group, content, seq = found[(int(where[i, 0]), int(where[i, 1]))]
+        doc_id, group, content, seq = found[best_where[i]]
         out.append((doc_id, float(scores[i]), group, content, seq))
     return out
 
