@@ -23,18 +23,6 @@ from agentlab.search.sections import SectionFile
 __all__ = ["Lexicon"]
 
 
-class _TermIds(dict[str, int]):
-    """term -> id for writers; a term not seen before gets the next id (a C-level lookup for known terms)."""
-
-    def __init__(self, lexicon: Lexicon) -> None:
-        super().__init__()
-        self._lexicon = lexicon
-
-    def __missing__(self, term: str) -> int:
-        tid = self[term] = self._lexicon._new(term)
-        return tid
-
-
 class Lexicon:
     """Term <-> id for one index (see the module docstring).
 
@@ -57,7 +45,7 @@ class Lexicon:
         self._checked = False
         self._added: dict[str, int] = {}
         self._added_list: list[str] = []
-        self._all: _TermIds | None = None
+        self._all: dict[str, int] | None = None
 
     def saved(self, file: SectionFile) -> None:
         """Every term was written to ``file``: read them from it from now on (ids, and a writer's dict, stay)."""
@@ -121,7 +109,7 @@ class Lexicon:
                 self._file.verify_all()
             offsets = self._offsets.tolist()
             raw = self._bytes.tobytes()
-            every = _TermIds(self)
+            every: dict[str, int] = {}
             every.update((raw[offsets[i]:offsets[i + 1]].decode("utf-8"), i) for i in range(self.persisted))
             every.update(self._added)
             self._all = every
@@ -138,11 +126,6 @@ class Lexicon:
             found[missing] = np.fromiter(map(every.__getitem__, (terms[i] for i in missing.tolist())),
                                          dtype=np.int64, count=len(missing))
         return found
-
-    def _new(self, term: str) -> int:
-        tid = self._added[term] = self.persisted + len(self._added_list)
-        self._added_list.append(term)
-        return tid
 
     def arrays(self) -> dict[str, np.ndarray]:
         """Every term, for writing a new terms file: ``term_offsets``, ``term_bytes`` and the sorted ``order``."""

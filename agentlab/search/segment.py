@@ -57,10 +57,7 @@ class Segment:
         info = source.meta if isinstance(source, SectionFile) else (meta or {})
         self.groups: list[str] = list(info["groups"])
         self.n_terms = int(info["n_terms"])
-        self._id_bytes = self._arrays["doc_id_bytes"]
         self.has_content = "doc_content_bytes" in self._arrays
-        self._term_start = self._arrays["term_start"]  # read (and checked) a term at a time
-        self._term_pos_start = self._arrays["term_pos_start"]
         self.n_docs = len(self._arrays["doc_seq"])
         self.total_length = int(info.get("total_length", -1))
         if self.total_length < 0:
@@ -88,10 +85,6 @@ class Segment:
     @property
     def doc_hash(self) -> np.ndarray:
         return self._checked("doc_hash")
-
-    @property
-    def _id_offsets(self) -> np.ndarray:
-        return self._checked("doc_id_offsets")
 
     def _starts(self, tid: int, positions: bool = False) -> tuple[int, int]:
         name = "term_pos_start" if positions else "term_start"
@@ -155,19 +148,6 @@ class Segment:
         offsets = self._checked(offsets_name)
         starts, ends = offsets[docnums].tolist(), offsets[docnums + 1].tolist()
         return [self._range(bytes_name, lo, hi).tobytes().decode("utf-8") for lo, hi in zip(starts, ends)]
-
-    def content(self, doc: int) -> str | None:
-        """The stored content of one document (None for a segment written without contents)."""
-        if not self.has_content:
-            return None
-        lo, hi = (int(x) for x in self._range("doc_content_offsets", doc, doc + 2))
-        return self._range("doc_content_bytes", lo, hi).tobytes().decode("utf-8")
-
-    def all_doc_ids(self) -> list[str]:
-        """Every document's id, by docnum (a merge and a check need them all)."""
-        offsets = self._id_offsets.tolist()
-        raw = self._range("doc_id_bytes", 0, offsets[-1]).tobytes()
-        return [raw[offsets[i]:offsets[i + 1]].decode("utf-8") for i in range(self.n_docs)]
 
     # -- writing -------------------------------------------------------------------------------
 
