@@ -255,10 +255,10 @@ def search_parts(parts: Sequence[Part], lexicon: Lexicon | None, phrases: list[t
     for i in best:  # one call per part for its documents' ids, groups and contents
         part_index, doc = best_where[i]
         wanted.setdefault(part_index, []).append(doc)
-    found = {(p, d): row for p, docs in wanted.items() for d, row in zip(docs, parts[p].hits(docs))}
+    located = {(p, d): row for p, docs in wanted.items() for d, row in zip(docs, parts[p].hits(docs))}
     out = []
     for i in best:
-        doc_id, group, content, seq = found[best_where[i]]
+        doc_id, group, content, seq = located[best_where[i]]
         out.append((doc_id, float(scores[i]), group, content, seq))
     return out
 

@@ -111,8 +111,9 @@ def insert_rows(conn: Any, session_id: str, ids: list[str], parents: list[str | 
     if not indexed:
         return roles, None
     picked = batch if len(indexed) == n else batch.take(arrow_ints(np.array(indexed, dtype=np.int64)))
-    joined = [tokens[i] for i in indexed]
-    lengths = np.fromiter((t.count(" ") + 1 if t else 0 for t in joined), dtype=np.int64, count=len(joined))
+    kept_tokens = [tokens[i] or "" for i in indexed]
+    lengths = np.fromiter((t.count(" ") + 1 if t else 0 for t in kept_tokens), dtype=np.int64,
+                          count=len(kept_tokens))
     search = pa.table({"doc_id": picked.column("id"), "grp": picked.column("session_id"), "seq": picked.column("seq"),
                        "search_seq": picked.column("seq"), "length": arrow_ints(lengths),
                        "tokens": picked.column("tokens"), "content": picked.column("content")})
