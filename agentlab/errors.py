@@ -219,6 +219,23 @@ class RowSizeWarning(SessionWarning):
     """A message over the row size limit was stored with its tool outputs (then texts) truncated."""
 
 
+class HistoryTooDeepError(SessionError):
+    """A branch is longer than the session's ``max_depth`` and the read asked for an error rather than a cut
+    (``on_overflow="raise"``). ``leaf_id`` and ``max_depth`` hold what was asked."""
+
+    def __init__(self, leaf_id: str, max_depth: int) -> None:
+        self.leaf_id = leaf_id
+        self.max_depth = max_depth
+        super().__init__(
+            f"The branch ending at {leaf_id!r} is longer than max_depth={max_depth:,}. Read it whole with "
+            f"Session(..., max_depth=<a larger int>), or accept the newest {max_depth:,} messages with "
+            "on_overflow='warn' (the default) or 'truncate'.")
+
+
+class HistoryTruncatedWarning(SessionWarning):
+    """A history read returned only the newest ``max_depth`` messages of a longer branch (``result.truncated``)."""
+
+
 # --- context --------------------------------------------------------------------------------------
 
 
@@ -340,6 +357,21 @@ class TurnError(ChatError):
 
 class InvalidSearchError(AgentlabError, ValueError):
     """A full-text index or search call with a bad argument (unknown mode, negative limit, bad namespace)."""
+
+
+class SearchIndexWarning(UserWarning):
+    """The search index beside an agent's file could not be written (a full disk); searches stay right, from
+    memory, and the index is rebuilt from the file when next opened."""
+
+
+class CorruptIndexError(AgentlabError):
+    """A file of the derived search index is damaged or not an index file. The index catches it and rebuilds the
+    file from the agent's DuckDB file, which holds the truth; it reaches a caller only from the index's own
+    file-level functions. ``path`` names the file."""
+
+    def __init__(self, path: object, reason: str) -> None:
+        self.path = str(path)
+        super().__init__(f"The search index file {self.path} {reason}; it is rebuilt from the agent's file.")
 
 
 # --- exports (agentlab/portable.py, agentlab/multi.py) ----------------------------------------------

@@ -17,6 +17,7 @@ SCRIPTS = {
     "agent": ["agent_bench.py"],
     "fulltext": ["fulltext_bench.py"],
     "session": ["session_bench.py"],
+    "scale": ["scale_bench.py", "--sizes", "10000,100000", "--repeats", "2"],
     "vectors": ["vectors_bench.py"],
     "context": ["context_bench.py"],
     "chat": ["chat_bench.py"],

@@ -9,11 +9,19 @@ from __future__ import annotations
 
 import json
 import random
+import warnings
 
 import pytest
 
 from agentlab.context.providers import AgentContextProvider
-from agentlab.errors import ContextError, InvalidMessageError, SessionError, UnknownMessageError
+from agentlab.errors import (
+    ContextError,
+    HistoryTooDeepError,
+    HistoryTruncatedWarning,
+    InvalidMessageError,
+    SessionError,
+    UnknownMessageError,
+)
 from agentlab.session import (
     DuckDBSessionStorage,
     InMemorySessionStorage,
@@ -151,6 +159,21 @@ class TestPathsAndRows:
         chain(storage, *[f"m{i}" for i in range(6)])
         assert storage.path_ids(max_depth=3) == ["m3", "m4", "m5"]
 
+    def test_path_and_read_path_say_whether_the_path_was_cut(self, storage):
+        chain(storage, *[f"m{i}" for i in range(6)])
+        assert storage.path(max_depth=3) == (["m3", "m4", "m5"], True)
+        assert storage.path(max_depth=6) == ([f"m{i}" for i in range(6)], False)  # exactly max_depth: whole
+        assert storage.path("m2", max_depth=3) == (["m0", "m1", "m2"], False)
+        assert storage.path("nope", max_depth=3) == ([], False)
+        ids_, messages, cut = storage.read_path(max_depth=4)
+        assert (ids_, ids(messages), cut) == (["m2", "m3", "m4", "m5"], ["m2", "m3", "m4", "m5"], True)
+
+    def test_a_path_stopped_by_a_deleted_ancestor_at_the_cap_is_not_cut(self, storage):
+        chain(storage, *[f"m{i}" for i in range(6)])
+        storage.delete(["m1"])
+        assert storage.path(max_depth=4) == (["m2", "m3", "m4", "m5"], False)
+        assert storage.read_path(max_depth=3)[2] is True
+
     def test_row_stats_are_utf8_bytes_of_the_stored_json_and_keep_the_appended_role(self, storage):
         message = {**msg("m1", "café ☕"), "created_at": "2026-01-01T00:00:00.000Z"}
         storage.append(message)
@@ -160,6 +183,69 @@ class TestPathsAndRows:
         [stat] = storage.row_stats()
         assert (stat.id, stat.role, stat.bytes) == ("m1", "user", expected)
         assert storage.get_message("m1")["role"] == "assistant"
+
+
+class TestHistoryPastMaxDepth:
+    """A branch longer than the session's ``max_depth`` is never read silently, whatever the storage."""
+
+    @pytest.fixture
+    def filled(self, storage):
+        chain(storage, *[f"m{i}" for i in range(12)])
+        return storage
+
+    def test_a_branch_exactly_max_depth_long_is_whole_and_quiet(self, filled):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            history = Session(filled, max_depth=12).get_history()
+        assert ids(history) == [f"m{i}" for i in range(12)] and history.truncated is False
+
+    def test_a_branch_stopped_by_a_deleted_ancestor_at_the_cap_is_whole(self, filled):
+        Session(filled).delete_messages(["m1"])
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            history = Session(filled, max_depth=10).get_history()
+        assert ids(history) == [f"m{i}" for i in range(2, 12)] and not history.truncated
+
+    def test_an_empty_session_reads_an_empty_history(self, storage):
+        history = Session(storage, max_depth=1, on_overflow="raise").get_history()
+        assert history == [] and not history.truncated
+
+    def test_the_default_warns_and_flags_the_newest_messages(self, filled):
+        with pytest.warns(HistoryTruncatedWarning, match=r"'m11' is longer than max_depth=5"):
+            history = Session(filled, max_depth=5).get_history()
+        assert ids(history) == [f"m{i}" for i in range(7, 12)] and history.truncated is True
+
+    def test_raise_gives_a_typed_error_naming_the_leaf_and_the_cap(self, filled):
+        session = Session(filled, max_depth=5, on_overflow="raise")
+        with pytest.raises(HistoryTooDeepError, match="max_depth=5") as caught:
+            session.get_history("m9")
+        assert (caught.value.leaf_id, caught.value.max_depth) == ("m9", 5)
+
+    def test_truncate_flags_without_warning_and_a_call_overrides_the_session(self, filled):
+        session = Session(filled, max_depth=5, on_overflow="truncate")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            history = session.get_history()
+        assert ids(history) == [f"m{i}" for i in range(7, 12)] and history.truncated
+        with pytest.raises(HistoryTooDeepError):
+            session.get_history(on_overflow="raise")
+
+    def test_a_branch_read_again_is_still_flagged_and_a_leaf_within_reach_is_not(self, filled):
+        session = Session(filled, max_depth=5, on_overflow="truncate")
+        first, second = session.get_history(), session.get_history()
+        assert first == second and first.truncated and second.truncated
+        assert not session.get_history("m4").truncated
+
+    def test_overlays_apply_to_a_cut_branch(self, filled):
+        session = Session(filled, max_depth=5, on_overflow="truncate")
+        session.add_compaction("Summary of m8-m9", "m8", "m9")
+        history = session.get_history()
+        assert texts(history) == ["m7", "Summary of m8-m9", "m10", "m11"] and history.truncated
+
+    def test_recent_history_counts_a_cut_as_truncated(self, filled):
+        window = Session(filled, max_depth=5).get_recent_history(10**9)
+        assert ids(window.messages) == [f"m{i}" for i in range(7, 12)] and window.truncated
+        assert not Session(filled, max_depth=12).get_recent_history(10**9).truncated
 
 
 class TestUpdateAndGeneration:
@@ -278,6 +364,8 @@ def _observe(storage: SessionStorage, names: list[str]) -> dict:
     return {
         "tip": storage.latest_leaf_id(),
         "paths": {n: storage.path_ids(n) for n in names},
+        "cut paths": {n: storage.path(n, max_depth=3) for n in names},
+        "tip read": storage.read_path(max_depth=4),
         "children": {n: storage.children_ids(n) for n in names},
         "messages": {n: storage.get_message(n) for n in names},
         "stats": [(s.id, s.role, s.bytes) for s in storage.row_stats()],

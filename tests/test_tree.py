@@ -8,6 +8,7 @@ import pytest
 
 from agentlab.errors import (
     DuplicateMessageWarning,
+    HistoryTruncatedWarning,
     InvalidMessageError,
     ReadOnlyAgentError,
     UnknownLeafWarning,
@@ -407,4 +408,6 @@ class TestDepth:
     def test_the_depth_cap_keeps_the_leaf_side(self, store):
         Session(store).append_messages([msg(f"m{i}") for i in range(50)])
         capped = Session(store, max_depth=10)
-        assert ids(capped.get_history()) == [f"m{i}" for i in range(40, 50)]
+        with pytest.warns(HistoryTruncatedWarning, match="max_depth=10"):
+            history = capped.get_history()
+        assert ids(history) == [f"m{i}" for i in range(40, 50)] and history.truncated

@@ -14,10 +14,9 @@ Storage and caching:
   Consequence: a search inside an open transaction does not see that transaction's own writes.
 * One :class:`agentlab.store.Store` per file per process (as the agent registry guarantees);
   ``fulltext_docs`` is private to this module.
-* Messages are the exception (:class:`MessageIndex`): their tokens live in the ``messages`` row itself
-  (migration ``m060_message_search``), written by :class:`agentlab.session.tree.MessageTree` in the same INSERT
-  as the message, so that an append is one statement. The tree tells the index what changed; the
-  index applies it to its in-memory view after the commit, as for ``fulltext_docs``.
+* Messages are the exception (:class:`agentlab.search.message_index.MessageIndex`): their tokens live in the
+  ``messages`` row itself (migration ``m060_message_search``), written in the same INSERT as the message, and
+  their index is kept in segments beside the file; it shares this module's query semantics and scores.
 
 Query semantics , for ``mode``:
 
@@ -35,7 +34,6 @@ document indexed first. Queries never raise for their content: FTS5 syntax (``"`
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,7 +43,8 @@ import numpy as np
 from agentlab.errors import InvalidSearchError
 from agentlab.search.bm25 import FTS5_BM25, BM25Params, bm25_term, fts5_idf, top_k
 from agentlab.search.postings import DocTable, arrow_ints, arrow_strings
-from agentlab.search.tokenizer import stem, token_strings, tokenize, word_spans
+from agentlab.search.snippet import snippet
+from agentlab.search.tokenizer import token_strings, tokenize
 from agentlab.store.database import Store
 
 MODES = ("any", "all", "phrase")
@@ -74,11 +73,14 @@ WHERE namespace = ? AND doc_id IN (SELECT unnest(?::VARCHAR[]))
 
 @dataclass(frozen=True)
 class Hit:
-    """One search result: the document's id, its BM25 score (higher is better) and its group."""
+    """One search result: the document's id, its BM25 score (higher is better) and its group; the message index
+    also returns the stored content and the seq of the row it found (``content``, ``seq``)."""
 
     doc_id: str
     score: float
     group: str
+    content: str | None = None
+    seq: int | None = None
 
 
 def _check_row(doc_id: Any, text: Any, group: Any) -> None:
@@ -237,7 +239,8 @@ class FullTextIndex(_SearchView):
 
     Args:
         store: The open store (its schema includes ``m010_fulltext``).
-        namespace: Which index, e.g. ``"knowledge"`` (messages have their own, :class:`MessageIndex`).
+        namespace: Which index, e.g. ``"knowledge"`` (messages have their own,
+            :class:`~agentlab.search.message_index.MessageIndex`).
         params: The BM25 constants (default :data:`agentlab.search.bm25.FTS5_BM25`).
 
     Example:
@@ -383,112 +386,3 @@ class FullTextIndex(_SearchView):
         return int(self.store.scalar(
             "SELECT count(*) FROM fulltext_docs WHERE namespace = ? AND grp = ?", [self.namespace, group]
         ))
-
-
-
-_LOAD_MESSAGES = """
-SELECT id AS doc_id, session_id AS grp, search_seq AS seq,
-       CASE WHEN search_tokens = '' THEN 0
-            ELSE length(search_tokens) - length(replace(search_tokens, ' ', '')) + 1 END AS length,
-       search_tokens AS tokens
-FROM messages
-WHERE search_tokens IS NOT NULL
-ORDER BY search_seq
-"""
-
-
-class MessageIndex(_SearchView):
-    """Full-text search over the ``messages`` table, whose rows carry their own tokens.
-
-    Only :class:`agentlab.session.tree.MessageTree` writes those rows; it calls :meth:`added`, :meth:`removed`
-    and :meth:`cleared` inside the write's transaction (or right after an autocommitted statement), and
-    the change reaches the in-memory view when the write commits. Documents are message ids, groups are
-    session ids, and seq is the row's ``search_seq``.
-    """
-
-    _kind = "messages"
-
-    def __init__(self, store: Store, *, params: BM25Params = FTS5_BM25) -> None:
-        super().__init__(store, "messages", params=params)
-
-    def _load_table(self, cursor: Any) -> Any:
-        return cursor.sql(_LOAD_MESSAGES).to_arrow_table()
-
-    def added(self, doc_id: str, group: str, seq: int, tokens: list[str]) -> None:
-        """One message row was written (or rewritten) with these tokens."""
-        ns = self._ns
-        self.store.after_commit(lambda: ns.loaded.add(doc_id, group, seq, tokens) if ns.loaded else None)
-
-    def added_table(self, table: Any) -> None:
-        """Message rows were written in bulk: an Arrow table (doc_id, grp, seq, length, tokens)."""
-        ns = self._ns
-        self.store.after_commit(lambda: ns.loaded.add_table(table) if ns.loaded else None)
-
-    def removed(self, doc_ids: Collection[str]) -> None:
-        """Message rows were deleted, or lost their text."""
-        ns = self._ns
-        ids = list(doc_ids)
-
-        def forget() -> None:
-            if ns.loaded is not None:
-                for doc_id in ids:
-                    ns.loaded.drop(doc_id)
-                self._compact_if_needed()
-
-        self.store.after_commit(forget)
-
-    def cleared(self, group: str) -> None:
-        """Every message row of one session was deleted."""
-        ns = self._ns
-
-        def forget() -> None:
-            if ns.loaded is not None:
-                ns.loaded.clear_group(group)
-                self._compact_if_needed()
-
-        self.store.after_commit(forget)
-
-    def count(self, group: str | None = None) -> int:
-        """Number of indexed messages (in one session if given), as the file holds them now."""
-        if group is None:
-            return int(self.store.scalar("SELECT count(*) FROM messages WHERE search_tokens IS NOT NULL"))
-        return int(self.store.scalar(
-            "SELECT count(*) FROM messages WHERE search_tokens IS NOT NULL AND session_id = ?", [group]))
-
-
-_SPACES = re.compile(r"\s+")
-
-
-def snippet(text: str, query: str, *, width: int = 160, mark: tuple[str, str] | None = None) -> str:
-    """A short excerpt of ``text`` around the first token matching ``query`` (by stem).
-
-    Args:
-        text: The document text.
-        query: The query (tokenized like the index does).
-        width: Roughly the excerpt's length in characters; cuts fall on word boundaries.
-        mark: Optional ``(before, after)`` strings wrapped around every matching word.
-
-    Returns:
-        The excerpt, whitespace collapsed, with "…" where text was cut. Without a match, the start.
-    """
-    wanted = set(tokenize(query))
-    spans = word_spans(text)
-    hit = next((s for s in spans if stem(s[2]) in wanted), None)
-    start, end = 0, len(text)
-    if len(text) > width:
-        start = 0 if hit is None else max(0, hit[0] - width // 4)
-        end = min(len(text), start + width)
-        start = max(0, min(start, end - width))
-        inside = [s for s in spans if s[0] >= start and s[1] <= end]
-        if inside:
-            start = inside[0][0] if start > 0 else 0
-            end = inside[-1][1] if end < len(text) else end
-    pieces, cursor = [], start
-    if mark is not None:
-        for s_start, s_end, word in spans:
-            if s_start >= start and s_end <= end and stem(word) in wanted:
-                pieces += [text[cursor:s_start], mark[0], text[s_start:s_end], mark[1]]
-                cursor = s_end
-    pieces.append(text[cursor:end])
-    excerpt = _SPACES.sub(" ", "".join(pieces)).strip()
-    return ("…" if start > 0 else "") + excerpt + ("…" if end < len(text) else "")

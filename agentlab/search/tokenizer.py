@@ -357,6 +357,19 @@ def tokenize(text: str) -> list[str]:
     return list(map(_STEMS.__getitem__, words(text)))
 
 
+def first_match(text: str, wanted: set[str] | frozenset[str]) -> int | None:
+    """The position of the first token of ``text`` that is in ``wanted`` (as :func:`tokenize` numbers them), or None.
+
+    Stems words only up to the match, so finding an early match in a long text is cheap.
+    """
+    if not wanted:
+        return None
+    for position, token in enumerate(map(_STEMS.__getitem__, words(text))):
+        if token in wanted:
+            return position
+    return None
+
+
 # Bulk tokenizing joins ASCII texts around a sentinel token that folds to itself: one translate (in
 # CPython's ASCII fast path) and one split for the whole batch instead of one each per text.
 _SENTINEL = "\x01"

@@ -61,7 +61,7 @@ class CompactionHost(Protocol):
 
     def get_history(self, leaf_id: str | None = None) -> list[dict[str, Any]]: ...
 
-    def _history(self, leaf_id: str | None, extra: Any = None) -> tuple[list[dict[str, Any]], list[str]]: ...
+    def _history(self, leaf_id: str | None, extra: Any = None) -> tuple[list[dict[str, Any]], list[str], bool]: ...
 
     def latest_leaf_id(self) -> str | None: ...
 
@@ -242,7 +242,7 @@ class SessionCompaction:
         leaf = leaf_id or self.session.latest_leaf_id()
         before = self.estimate_tokens(leaf)
         self.session.events.status("compacting", estimate=before, phase="compacting", trigger=trigger, leaf_id=leaf)
-        history, path = self.session._history(leaf)
+        history, path, _ = self.session._history(leaf)
         try:
             raw = fn(history, token_counter=self.session.token_counter) if self.fn_takes_counter else fn(history)
             if raw is not None and not all(isinstance(_result_field(raw, *k), str) for k in _RESULT_KEYS):

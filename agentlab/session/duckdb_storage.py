@@ -71,6 +71,16 @@ class DuckDBSessionStorage:
     def path_ids(self, leaf_id: str | None = None, *, max_depth: int = DEFAULT_MAX_DEPTH) -> list[str]:
         return self._open().path_ids(self.session_id, leaf_id, max_depth=max_depth)
 
+    def path(self, leaf_id: str | None = None, *, max_depth: int = DEFAULT_MAX_DEPTH) -> tuple[list[str], bool]:
+        return self._open().path(self.session_id, leaf_id, max_depth=max_depth)
+
+    def read_path(self, leaf_id: str | None = None, *, max_depth: int = DEFAULT_MAX_DEPTH
+                  ) -> tuple[list[str], list[dict[str, Any]], bool]:
+        tree = self._open()
+        with self.lock:  # by seq: the path's rows are read without looking their ids up again
+            ids, seqs, cut = tree.path_rows(self.session_id, leaf_id, max_depth=max_depth)
+            return ids, tree.read_seqs(seqs), cut
+
     def children_ids(self, message_id: str) -> list[str]:
         return self._open().children_ids(self.session_id, message_id)
 

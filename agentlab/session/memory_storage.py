@@ -96,13 +96,24 @@ class InMemorySessionStorage:
         return message_id in self._rows
 
     def path_ids(self, leaf_id: str | None = None, *, max_depth: int = DEFAULT_MAX_DEPTH) -> list[str]:
+        return self.path(leaf_id, max_depth=max_depth)[0]
+
+    def path(self, leaf_id: str | None = None, *, max_depth: int = DEFAULT_MAX_DEPTH) -> tuple[list[str], bool]:
         with self.lock:
             start = leaf_id if leaf_id else self.latest_leaf_id()
             path: list[str] = []
-            while start is not None and start in self._rows and len(path) < max_depth:
+            while start is not None and start in self._rows:
+                if len(path) == max_depth:  # one more ancestor than fits: the path is cut
+                    return path[::-1], True
                 path.append(start)
                 start = self._rows[start].parent_id
-            return path[::-1]
+            return path[::-1], False
+
+    def read_path(self, leaf_id: str | None = None, *, max_depth: int = DEFAULT_MAX_DEPTH
+                  ) -> tuple[list[str], list[dict[str, Any]], bool]:
+        with self.lock:
+            ids, cut = self.path(leaf_id, max_depth=max_depth)
+            return ids, self.read(ids), cut
 
     def children_ids(self, message_id: str) -> list[str]:
         with self.lock:

@@ -24,8 +24,9 @@ from typing import Any, NamedTuple, NoReturn
 
 from agentlab.errors import InvalidMessageError
 
-__all__ = ["DEFAULT_MAX_DEPTH", "MAX_MESSAGE_NESTING", "UNSET", "Appended", "RecentHistory", "RowStat", "keep_messages",
-           "message_text", "now_iso", "parse_rows", "prepare_message", "prepare_placed", "recent_window"]
+__all__ = ["DEFAULT_MAX_DEPTH", "MAX_MESSAGE_NESTING", "OVERFLOW_MODES", "UNSET", "Appended", "History",
+           "RecentHistory", "RowStat", "keep_messages", "message_text", "now_iso", "parse_rows", "prepare_message",
+           "prepare_placed", "recent_window"]
 
 
 class _Unset:
@@ -38,7 +39,32 @@ UNSET: Any = _Unset()
 
 DEFAULT_MAX_DEPTH = 100_000
 """Longest path a history read walks (upstream caps its CTE at 10,000). A longer path is cut on the root
-side: the newest ``max_depth`` messages are returned."""
+side: the newest ``max_depth`` messages are returned, and the read says so (see :data:`OVERFLOW_MODES`)."""
+
+OVERFLOW_MODES = ("warn", "raise", "truncate")
+"""What a history read does with a branch longer than ``max_depth``: ``"warn"`` returns the newest ``max_depth``
+messages with ``truncated`` set and a :class:`~agentlab.errors.HistoryTruncatedWarning`; ``"raise"`` raises
+:class:`~agentlab.errors.HistoryTooDeepError`; ``"truncate"`` returns the cut history with ``truncated`` set and
+no warning (for callers that want a window on purpose)."""
+
+
+class History(list[dict[str, Any]]):
+    """The messages of a branch, root first (a ``list``), and whether the branch was cut.
+
+    Attributes:
+        truncated: True when the branch is longer than the session's ``max_depth``, so that only its newest
+            ``max_depth`` messages are here.
+    """
+
+    truncated: bool = False
+
+    def __init__(self, messages: Any = (), truncated: bool = False) -> None:
+        super().__init__(messages)
+        self.truncated = truncated
+
+    def __reduce__(self) -> Any:  # pickles (Ray, multiprocessing) with its flag
+        return (History, (list(self), self.truncated))
+
 
 MAX_MESSAGE_NESTING = 128
 """Most levels of objects and arrays in one message's JSON; the message object is level 1, ``parts`` level 2, a

@@ -79,8 +79,8 @@ def insert_rows(conn: Any, session_id: str, ids: list[str], parents: list[str | 
     """Insert new rows (seqs ``first``, ``first + 1``, ...) through one Arrow table.
 
     Returns:
-        The rows' roles, and the indexed ones as an Arrow table (doc_id, grp, seq, length, tokens) for the
-        search view, or None if no row has text.
+        The rows' roles, and the indexed ones as an Arrow table (doc_id, grp, seq, search_seq, length, tokens,
+        content) for the search index, or None if no row has text.
     """
     import numpy as np
     import pyarrow as pa
@@ -111,9 +111,10 @@ def insert_rows(conn: Any, session_id: str, ids: list[str], parents: list[str | 
     if not indexed:
         return roles, None
     picked = batch if len(indexed) == n else batch.take(arrow_ints(np.array(indexed, dtype=np.int64)))
-    indexed_tokens = [tokens[i] for i in indexed]
-    lengths = np.fromiter((t.count(" ") + 1 if t else 0 for t in indexed_tokens), dtype=np.int64,
-                          count=len(indexed_tokens))
+    kept_tokens = [tokens[i] or "" for i in indexed]
+    lengths = np.fromiter((t.count(" ") + 1 if t else 0 for t in kept_tokens), dtype=np.int64,
+                          count=len(kept_tokens))
     search = pa.table({"doc_id": picked.column("id"), "grp": picked.column("session_id"), "seq": picked.column("seq"),
-                       "length": arrow_ints(lengths), "tokens": picked.column("tokens")})
+                       "search_seq": picked.column("seq"), "length": arrow_ints(lengths),
+                       "tokens": picked.column("tokens"), "content": picked.column("content")})
     return roles, search

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentlab.errors import InvalidSearchError
 from agentlab.search.fulltext import MODES
-from agentlab.session.messages import message_text
+from agentlab.session.messages import message_text, parse_rows
 
 if TYPE_CHECKING:
     from agentlab.session.tree import MessageTree
@@ -95,42 +95,55 @@ def search_tree(tree: MessageTree, session_id: str | None, query: str, *, mode: 
             if not ids:
                 return []
 
+            seqs = tree.seqs_of(ids)
+
             def fetch(n: int) -> Sequence[Any]:
-                return fts.search(query, mode=mode, limit=n, doc_ids=ids)
+                return fts.search(query, mode=mode, limit=n, seqs=seqs)
         elif session_id is None:
             def fetch(n: int) -> Sequence[Any]:
                 return fts.search(query, mode=mode, limit=n)
         else:
-            inherited = sorted(tree.inherited_ids(session_id))
+            inherited = tree.seqs_of(sorted(tree.inherited_ids(session_id)))
 
             def fetch(n: int) -> Sequence[Any]:
                 hits = list(fts.search(query, mode=mode, limit=n, groups=[session_id]))
                 if inherited:  # a fork also finds the shared path it reads from its parent
-                    hits += fts.search(query, mode=mode, limit=n, doc_ids=inherited)
+                    hits += fts.search(query, mode=mode, limit=n, seqs=inherited)
                     hits.sort(key=lambda h: -h.score)
                 return hits[:n]
 
-        def accept(hit: Any) -> bool:
-            if role is None:
-                return tree.session_of(hit.doc_id) is not None
-            return tree.role_of(hit.doc_id) == role
+        def accept(hit: Any) -> bool:  # the index holds committed rows only, so every hit exists
+            return role is None or tree.role_of(hit.doc_id) == role
 
         hits = _collect(fetch, accept, limit)
-        messages = {m["id"]: m for m in tree.read([h.doc_id for h in hits])}
+        messages = _messages_of(tree, hits)
         results = []
         for hit in hits:
             message = messages.get(hit.doc_id)
             if message is None:
                 continue
-            owner = tree.session_of(hit.doc_id) or ""
+            owner = hit.group
             # An inherited message (a fork reading its parent's path) is judged against the fork's branch.
             view = session_id if session_id is not None else owner
             text = message_text(message)
             results.append(SearchHit(
                 id=hit.doc_id, role=message["role"], text=text, snippet=_snippet(fts, text, query),
-                score=float(hit.score), on_current_branch=tree.on_current_branch(view, hit.doc_id),
+                score=float(hit.score), on_current_branch=tree.on_current_branch(view, hit.doc_id, seq=hit.seq),
                 session_id=owner, created_at=message.get("created_at")))
         return results
+
+
+def _messages_of(tree: MessageTree, hits: Sequence[Any]) -> dict[str, dict[str, Any]]:
+    """The hits' messages: from the content the index stored with each, else read from the tree."""
+    found: dict[str, dict[str, Any]] = {}
+    stored = [h for h in hits if getattr(h, "content", None)]
+    if stored:
+        for message in parse_rows([h.content for h in stored]):
+            found[message["id"]] = message
+    missing = [h.doc_id for h in hits if h.doc_id not in found]
+    if missing:
+        found.update((m["id"], m) for m in tree.read(missing))
+    return found
 
 
 def _snippet(fts: Any, text: str, query: str) -> str:

@@ -29,12 +29,13 @@ from agentlab.context.prompt import ContextBlock
 from agentlab.errors import SessionError
 from agentlab.session import conversations
 from agentlab.session.compaction import SessionCompaction
-from agentlab.session.compactor import apply_compactions, truncate_older_messages
+from agentlab.session.compactor import truncate_older_messages
 from agentlab.session.context import SessionContext
 from agentlab.session.duckdb_storage import resolve_owner
 from agentlab.session.events import SessionEvents
-from agentlab.session.intake import Intake, warn_unknown_leaf
-from agentlab.session.messages import DEFAULT_MAX_DEPTH, UNSET, Appended, RecentHistory, RowStat, recent_window
+from agentlab.session.history import check_overflow, history_path, read_history, recent_history
+from agentlab.session.intake import Intake
+from agentlab.session.messages import DEFAULT_MAX_DEPTH, UNSET, Appended, History, RecentHistory, RowStat
 from agentlab.session.overlays import CompactionRecord
 from agentlab.session.search import SearchHit
 from agentlab.session.storage import SearchableStorage
@@ -56,6 +57,8 @@ class Session:
             context_blocks=...)``; its answer is clamped by :func:`~agentlab.context.tokens.normalize_count`.
         system_prompt_provider: Returns the system prompt text counted in the estimate (default: none, "").
         max_depth: Longest path a history read walks (default :data:`~agentlab.session.messages.DEFAULT_MAX_DEPTH`).
+        on_overflow: What :meth:`get_history` does with a longer branch: ``"warn"`` (default), ``"raise"`` or
+            ``"truncate"`` (see :data:`~agentlab.session.messages.OVERFLOW_MODES`).
 
     Attributes:
         token_counter, system_prompt_provider: As above; the context layer sets them.
@@ -70,11 +73,13 @@ class Session:
         token_counter: Callable[..., Any] | None = None,
         system_prompt_provider: Callable[[], str | None] | None = None,
         max_depth: int = DEFAULT_MAX_DEPTH,
+        on_overflow: str = "warn",
     ) -> None:
         if not isinstance(session_id, str):
             raise TypeError(f"session_id must be a str ('' for the default session), not {session_id!r}.")
         if not isinstance(max_depth, int) or max_depth < 1:
             raise ValueError(f"max_depth must be a positive int, not {max_depth!r}.")
+        check_overflow(on_overflow)
         self.agent, self.store, self.storage = resolve_owner(agent_or_store, session_id)
         self.session_id = self.storage.session_id
         self.tree = getattr(self.storage, "tree", None)
@@ -83,6 +88,7 @@ class Session:
         self.system_prompt_provider = system_prompt_provider
         self.context_blocks_provider: Callable[[], list[Any]] | None = None
         self.max_depth = max_depth
+        self.on_overflow = on_overflow
         self.events = SessionEvents(self)
         """Subscribers, message-change listeners and agent frames; the event methods below forward to it."""
         self.compaction = SessionCompaction(self)
@@ -141,30 +147,26 @@ class Session:
         self.storage.after_commit(lambda: self.events.after_append(results, stored, intake.given))
         return results
 
-    def get_history(self, leaf_id: str | None = None) -> list[dict[str, Any]]:
+    def get_history(self, leaf_id: str | None = None, *, on_overflow: str | None = None) -> History:
         """The path root -> leaf with compaction overlays applied.
 
         Args:
             leaf_id: Any message of this session (it may be interior); falsy means the latest leaf.
+            on_overflow: For a branch longer than ``max_depth``: ``"warn"``, ``"raise"`` or ``"truncate"``
+                (default: the session's ``on_overflow``, itself ``"warn"`` unless set).
 
         Returns:
-            The messages, root first; ``[]`` for an empty session, or for an unknown id (as upstream, with an
-            :class:`~agentlab.errors.UnknownLeafWarning`).
-        """
-        history, ids = self._history(leaf_id)
-        if not ids and leaf_id:
-            warn_unknown_leaf(self.storage, leaf_id, stacklevel=2)
-        return history
+            The messages, root first, as a :class:`~agentlab.session.messages.History` (a list whose ``truncated``
+            says whether the branch was cut to its newest ``max_depth`` messages); ``[]`` for an empty session, or
+            for an unknown id (as upstream, with an :class:`~agentlab.errors.UnknownLeafWarning`).
 
-    def _history(self, leaf_id: str | None, extra: Any = None) -> tuple[list[dict[str, Any]], list[str]]:
-        storage = self.storage
-        with storage.lock:
-            ids = storage.path_ids(leaf_id, max_depth=self.max_depth)
-            raw = storage.read(ids)
-            overlays: list[Any] = list(storage.compactions())
-        if extra is not None:
-            overlays.append(extra)
-        return (apply_compactions(raw, overlays) if overlays else raw), ids
+        Raises:
+            HistoryTooDeepError: The branch is longer than ``max_depth`` and ``on_overflow`` is ``"raise"``.
+        """
+        return read_history(self, leaf_id, self.on_overflow if on_overflow is None else check_overflow(on_overflow))
+
+    def _history(self, leaf_id: str | None, extra: Any = None) -> tuple[list[dict[str, Any]], list[str], bool]:
+        return history_path(self, leaf_id, extra)
 
     def get_message(self, message_id: str) -> dict[str, Any] | None:
         """The stored message (no overlay), or None if this session has no such message."""
@@ -184,7 +186,8 @@ class Session:
         return None if leaf is None else self.get_message(leaf)
 
     def path_length(self, leaf_id: str | None = None) -> int:
-        """Stored messages on the path to ``leaf_id`` (latest leaf if falsy), overlays not applied."""
+        """Stored messages on the path to ``leaf_id`` (latest leaf if falsy), overlays not applied; at most
+        ``max_depth``."""
         return len(self.storage.path_ids(leaf_id, max_depth=self.max_depth))
 
     def get_history_row_stats(self, leaf_id: str | None = None) -> list[RowStat]:
@@ -196,14 +199,10 @@ class Session:
         """The newest messages of the path that fit in ``max_bytes`` of stored JSON.
 
         At least ``max(1, min_recent)`` messages are returned even if they exceed the budget. Overlays apply only
-        inside the window (an overlay starting before it is not applied).
+        inside the window (an overlay starting before it is not applied). A branch longer than ``max_depth`` counts
+        as cut: ``truncated`` is True and ``total_content_bytes`` covers its newest ``max_depth`` rows.
         """
-        stats = self.get_history_row_stats(leaf_id)
-        start = recent_window(stats, max_bytes, min_recent)
-        raw = self.storage.read([s.id for s in stats[start:]])
-        overlays = self.storage.compactions()
-        messages = apply_compactions(raw, overlays) if overlays else raw
-        return RecentHistory(messages, start > 0, sum(s.bytes for s in stats))
+        return recent_history(self, max_bytes, min_recent, leaf_id)
 
     def get_micro_compacted_history(self, leaf_id: str | None = None, *, keep_recent: int = 4,
                                     max_tool_output_chars: int = 500,

@@ -25,6 +25,8 @@ Contract, beyond the signatures (each point has a conformance test):
 * ``append_many`` checks every message before it stores any: a bad one stores nothing.
 * The latest leaf is the newest (by append order) message without a child; deleting does not re-parent children,
   so a path stops at the first missing ancestor.
+* A path longer than ``max_depth`` is cut on the root side to its newest ``max_depth`` messages, and ``path`` and
+  ``read_path`` say it was cut (a path of exactly ``max_depth`` messages is not cut).
 * ``update`` of an id not stored raises :class:`~agentlab.errors.UnknownMessageError`; the role used by
   ``row_stats`` and role filters stays the one appended.
 * ``generation`` changes whenever a stored path can read differently (update, delete, clear, a new overlay) and
@@ -80,6 +82,16 @@ class SessionStorage(Protocol):
     def path_ids(self, leaf_id: str | None = None, *, max_depth: int = DEFAULT_MAX_DEPTH) -> list[str]:
         """Ids root -> leaf (the latest leaf when ``leaf_id`` is falsy; ``[]`` for an id not stored), cut to the
         newest ``max_depth``."""
+        ...
+
+    def path(self, leaf_id: str | None = None, *, max_depth: int = DEFAULT_MAX_DEPTH) -> tuple[list[str], bool]:
+        """:meth:`path_ids`, and whether the path is longer than ``max_depth`` (so it was cut on the root side)."""
+        ...
+
+    def read_path(self, leaf_id: str | None = None, *, max_depth: int = DEFAULT_MAX_DEPTH
+                  ) -> tuple[list[str], list[dict[str, Any]], bool]:
+        """:meth:`path`'s ids, their stored messages (as :meth:`read` of them) and whether the path was cut, in one
+        read."""
         ...
 
     def children_ids(self, message_id: str) -> list[str]:

@@ -3,8 +3,9 @@
 Every session of an agent stores its messages in the ``messages`` table; a message points at its parent by
 id, so a conversation is a tree and a branch is the path from a root to a leaf. DuckDB walks recursive CTEs
 slowly (about 77 ms at depth 10,000), so :class:`MessageTree` keeps ``id -> parent, seq, session`` and the
-leaves of every session in memory, loaded once at first use (children lists and roles on first need), and
-reads only message contents from DuckDB.
+leaves of every session in memory (a :class:`~agentlab.session.row_map.RowMap`: numpy arrays for the rows loaded
+at first use, dicts for the rows written since; roles on first need, children found per call), and reads only
+message contents from DuckDB.
 
 Invariants:
 
@@ -22,7 +23,7 @@ Invariants:
 * Contents are stored as compact JSON (``ensure_ascii=False``), and a read returns ``json.loads`` of exactly
   that text, so Anthropic thinking blocks and their signatures round-trip unchanged.
 * Each row carries its own search tokens (``search_tokens``, ``search_seq``), written by the same statement as
-  the row; the in-memory search view (:class:`~agentlab.search.fulltext.MessageIndex`, group = session id) takes the
+  the row; the search index (:class:`~agentlab.search.message_index.MessageIndex`, group = session id) takes the
   change when it commits, so a search right after an append finds the message.
 * A single append outside any transaction, in a session without a ``sessions`` row, is one autocommitted
   INSERT: DuckDB makes one statement atomic and durable by itself, and each extra statement in a commit costs
@@ -79,11 +80,12 @@ class MessageTree(TreeIndex):
 
     def _check_new_id(self, session_id: str, mid: str) -> bool:
         """True if ``mid`` is a duplicate visible here; raise if another session holds it."""
-        if mid in self._seq:
-            if self._visible(session_id, mid):
+        owner = self._rows.session(mid)
+        if owner is not None:
+            if owner == session_id or self._visible(session_id, mid):
                 return True
             raise InvalidMessageError(
-                f"Message id {mid!r} is already used by session {self._session[mid]!r}; ids are unique "
+                f"Message id {mid!r} is already used by session {owner!r}; ids are unique "
                 "across the agent, so give this message a new id.")
         return False
 
@@ -92,46 +94,35 @@ class MessageTree(TreeIndex):
         # through ``pending`` (id -> parent of the batch's earlier messages, not in the map yet) too.
         if mid not in self._dangling:
             return
-        cur, steps = parent, 0
-        while cur is not None and steps <= len(self._parent) + len(pending):
+        cur, steps, limit = parent, 0, len(self._rows) + len(pending)
+        while cur is not None and steps <= limit:
             if cur == mid:
                 raise InvalidMessageError(
                     f"Appending {mid!r} under {parent!r} would make a cycle: {parent!r} descends from an earlier "
                     f"message with id {mid!r}. Use a new id.")
-            cur, steps = self._parent[cur] if cur in self._parent else pending.get(cur), steps + 1
+            found = self._rows.get(cur)
+            cur, steps = found[1] if found is not None else pending.get(cur), steps + 1
 
     def _add(self, session_id: str, rows: Iterable[tuple[str, str | None, int, str]]) -> None:
         """Put new rows ``(id, parent, seq, role)`` of one session, in seq order, into the map."""
-        seq_of, parent_of, session_of, role_of = self._seq, self._parent, self._session, self._role
-        children, dangling = self._children, self._dangling
-        leaves = self._leaves.setdefault(session_id, set())
+        index, dangling = self._rows, self._dangling
         newest = None
         for mid, parent, seq, role in rows:
-            seq_of[mid], parent_of[mid], session_of[mid] = seq, parent, session_id
-            if role_of is not None:
-                role_of[mid] = role
-            if parent is not None:
-                if children is not None:
-                    kids = children.get(parent)
-                    if kids is None:
-                        children[parent] = [mid]
-                    else:
-                        kids.append(mid)
-                if session_of.get(parent) == session_id:
-                    leaves.discard(parent)
+            index.add(mid, parent, seq, session_id, role)
+            if parent is not None and index.session(parent) == session_id:
+                index.discard_leaf(parent)
             if mid in dangling:  # a deleted id comes back: its old children point at it again
                 dangling.discard(mid)
                 self._generation += 1  # so their paths (and any path cached through them) change
-                children = self._kids()
-                if any(session_of.get(c) == session_id for c in children.get(mid, ())):
+                if any(index.session(c) == session_id for c in index.children(mid)):
                     continue
-            leaves.add(mid)
+            index.add_leaf(session_id, mid)
             newest = mid
         latest = self._latest.get(session_id)
-        if newest is not None and newest in leaves:
+        if newest is not None and index.is_leaf(newest):
             self._latest[session_id] = newest  # the newest row, and childless: the tip
-        elif latest is not None and latest not in leaves:
-            self._latest[session_id] = max(leaves, key=seq_of.__getitem__) if leaves else None
+        elif latest is not None and not index.is_leaf(latest):
+            self._latest[session_id] = index.newest_leaf(session_id)
 
     def _touch(self, conn: Any, session_id: str) -> None:
         if session_id in self._registered:
@@ -149,7 +140,8 @@ class MessageTree(TreeIndex):
         with store.lock:
             self._ready()
             if self._check_new_id(session_id, mid):
-                return Appended(mid, self._parent.get(mid), self._seq[mid], True), msg
+                seq_of, parent_of, _ = self._rows.get(mid)  # type: ignore[misc]
+                return Appended(mid, parent_of, seq_of, True), msg
             parent = self._resolve_parent(session_id, parent_id)
             self._check_cycle(mid, parent)
             tokens = search_tokens(msg)
@@ -169,10 +161,10 @@ class MessageTree(TreeIndex):
 
     def _stored(self, session_id: str, mid: str, parent: str | None, seq: int, role: str, content: str,
                 tokens: list[str] | None) -> None:
-        """Bring the map, the search view and the cache up to date with one row just written."""
+        """Bring the map, the search index and the cache up to date with one row just written."""
         self._add(session_id, [(mid, parent, seq, role)])
         if tokens is not None:
-            self.fts.added(mid, session_id, seq, tokens)
+            self.fts.added(mid, session_id, seq, tokens, content=content)
         self.contents.put(seq, content)
 
     def append_many(self, session_id: str, messages: Iterable[Any],
@@ -196,20 +188,22 @@ class MessageTree(TreeIndex):
             stored: list[dict[str, Any]] = []
             contents: list[str] = []
             prev = self._resolve_parent(session_id, parent_id)
-            known, dangling, owner = self._seq, self._dangling, self._session
+            known, dangling = self._rows, self._dangling
             for message in messages:
                 msg, content, own_parent = prepare_placed(message, stamp=stamp)
                 mid = msg["id"]
                 if own_parent is UNSET:
                     parent = prev
-                elif own_parent in new or (type(own_parent) is str and owner.get(own_parent) == session_id):
+                elif own_parent in new or (type(own_parent) is str and known.session(own_parent) == session_id):
                     parent = own_parent  # in this batch, or a row of this session: what _resolve_parent allows
                 else:
                     parent = self._resolve_parent(session_id, own_parent, new)
                 if mid in new:
                     plan.append((mid, parents[new[mid]], 0))
                 elif mid in known and self._check_new_id(session_id, mid):
-                    plan.append((mid, self._parent.get(mid), known[mid]))
+                    found = known.get(mid)
+                    assert found is not None
+                    plan.append((mid, found[1], found[0]))
                 else:
                     if mid in dangling:
                         self._check_cycle(mid, parent, dict(zip(ids, parents)))
@@ -246,14 +240,15 @@ class MessageTree(TreeIndex):
         store = self.store
         with store.lock:
             self._ready()
-            if self._session.get(mid) != session_id:
+            found = self._rows.get(mid)
+            if found is None or found[2] != session_id:
                 raise UnknownMessageError(mid)
             if mid in self._shared_rows(session_id):
                 raise ForkedHistoryError(
                     f"Message {mid!r} is shared with a fork of this session, so it cannot change; "
                     "append a corrected message instead.")
             tokens = search_tokens(msg)
-            seq = self._seq[mid]
+            seq = found[0]
             # A rewritten text is a new document for ranking ties (FTS5 deletes and re-inserts the row).
             search_seq = clock_of(store).take() if tokens is not None else None
             with store.transaction() as conn:
@@ -262,9 +257,10 @@ class MessageTree(TreeIndex):
                              [content, None if tokens is None else " ".join(tokens), search_seq, seq]).fetchall()
                 self._generation += 1  # path contents changed: cached estimates are stale
                 if tokens is not None:
-                    self.fts.added(mid, session_id, search_seq, tokens)
+                    self.fts.added(mid, session_id, seq, tokens, search_seq=search_seq, replaces=True,
+                                   content=content)
                 else:
-                    self.fts.removed([mid])
+                    self.fts.removed([mid], [seq])
                 self.contents.put(seq, content)
                 self._touch(conn, session_id)
         return msg
@@ -280,7 +276,7 @@ class MessageTree(TreeIndex):
         store = self.store
         with store.lock:
             self._ready()
-            doomed = list(dict.fromkeys(m for m in ids if self._session.get(m) == session_id))
+            doomed = list(dict.fromkeys(m for m in ids if self._rows.session(m) == session_id))
             if not doomed:
                 return []
             shared = self._shared_rows(session_id).intersection(doomed)
@@ -290,36 +286,28 @@ class MessageTree(TreeIndex):
                     "(SessionManager.delete).")
             with store.transaction() as conn:
                 store.after_rollback(self.invalidate)
-                seqs = [self._seq[m] for m in doomed]
+                seqs = [self._rows.get(m)[0] for m in doomed]  # type: ignore[index]
                 conn.execute(f"DELETE FROM messages WHERE seq IN ({SEQS_PARAM})", [seqs]).fetchall()
-                self.fts.removed(doomed)
+                self.fts.removed(doomed, seqs)
                 self.contents.discard(seqs)
                 self._touch(conn, session_id)
                 self._drop(session_id, doomed)
             return doomed
 
     def _drop(self, session_id: str, doomed: list[str]) -> None:
-        children = self._kids()
-        leaves = self._leaves.setdefault(session_id, set())
+        index = self._rows
         parents: list[str] = []
         for mid in doomed:
-            parent = self._parent.pop(mid)
-            del self._seq[mid], self._session[mid]
-            if self._role is not None:
-                self._role.pop(mid, None)
-            leaves.discard(mid)
-            if children.get(mid):
+            if index.children(mid):
                 self._dangling.add(mid)  # its children keep pointing at it (orphans), as upstream
+            parent = index.remove(mid)
             if parent is not None:
-                siblings = children.get(parent)
-                if siblings and mid in siblings:
-                    siblings.remove(mid)
                 parents.append(parent)
         for parent in parents:  # a parent left without children in this session is a leaf again
-            if self._session.get(parent) == session_id and not any(
-                    self._session.get(c) == session_id for c in children.get(parent, ())):
-                leaves.add(parent)
-        self._latest[session_id] = max(leaves, key=self._seq.__getitem__) if leaves else None
+            if index.session(parent) == session_id and not any(
+                    index.session(c) == session_id for c in index.children(parent)):
+                index.add_leaf(session_id, parent)
+        self._latest[session_id] = index.newest_leaf(session_id)
         self._generation += 1
 
     def clear(self, session_id: str) -> int:
@@ -334,20 +322,14 @@ class MessageTree(TreeIndex):
             if self._shared_rows(session_id):
                 raise ForkedHistoryError(
                     f"Session {session_id!r} has forks that share its messages; delete the forks first.")
-            own = [m for m, s in self._session.items() if s == session_id]
             with store.transaction() as conn:
                 store.after_rollback(self.invalidate)
                 conn.execute("DELETE FROM messages WHERE session_id = ?", [session_id]).fetchall()
                 conn.execute("DELETE FROM compactions WHERE session_id = ?", [session_id]).fetchall()
                 self.fts.cleared(session_id)
-                self.contents.discard(self._seq[m] for m in own)
+                self.contents.clear()
                 self._touch(conn, session_id)
-                for mid in own:
-                    del self._seq[mid], self._session[mid], self._parent[mid]
-                    if self._role is not None:
-                        self._role.pop(mid, None)
-                self._children = None  # rebuilt on first use, without the session's rows
-                self._leaves.pop(session_id, None)
+                own = self._rows.drop_session(session_id)
                 self._latest.pop(session_id, None)
                 self._compactions.pop(session_id, None)
                 self._generation += 1

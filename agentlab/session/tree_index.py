@@ -1,9 +1,11 @@
 """The read side of the message tree: the parent map of every session, held in memory, and every read.
 
 DuckDB walks recursive CTEs slowly (about 77 ms at depth 10,000), so :class:`TreeIndex` keeps
-``id -> parent, seq, session`` and the leaves of every session in memory, loaded once at first use (children
-lists and roles on first need), and reads only message contents from DuckDB. The writes that keep it in step
-with the ``messages`` table are :class:`~agentlab.session.tree.MessageTree`'s.
+``id -> parent, seq, session`` and the leaves of every session in memory, as a
+:class:`~agentlab.session.row_map.RowMap` loaded once at first use (numpy arrays, so a million rows cost tens of
+megabytes and well under a second to load; roles on first need; children found per call, never a map of them),
+and reads only message contents from DuckDB. The writes that keep it in step with the ``messages`` table are
+:class:`~agentlab.session.tree.MessageTree`'s.
 
 Invariants:
 
@@ -26,6 +28,7 @@ from typing import Any
 from agentlab.session.contents import ContentCache
 from agentlab.session.messages import DEFAULT_MAX_DEPTH, RowStat
 from agentlab.session.overlays import CompactionRecord, load_compactions
+from agentlab.session.row_map import RowMap
 from agentlab.store.database import Store
 
 __all__ = ["SEQS_PARAM", "ForkPoint", "TreeIndex"]
@@ -45,19 +48,6 @@ class ForkPoint:
 
 SEQS_PARAM = "SELECT unnest(?::BIGINT[])"
 """A subquery over a list of seqs bound as one parameter."""
-
-_LOAD_MAP = """
-SELECT m.seq, m.id, m.parent_id, m.session_id,
-       EXISTS (SELECT 1 FROM messages AS c WHERE c.parent_id = m.id AND c.session_id = m.session_id) AS has_child
-FROM messages AS m
-ORDER BY m.seq
-"""
-
-_DANGLING = """
-SELECT DISTINCT m.parent_id FROM messages AS m
-WHERE m.parent_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM messages AS p WHERE p.id = m.parent_id)
-"""
-
 
 class TreeIndex:
     """The parent map of every session in one store, in memory, and every read of the tree.
@@ -84,10 +74,10 @@ class TreeIndex:
 
     @property
     def fts(self) -> Any:
-        """The full-text index of message texts (a :class:`~agentlab.search.fulltext.MessageIndex`; group: session
-        id)."""
+        """The full-text index of message texts (a :class:`~agentlab.search.message_index.MessageIndex`; group:
+        session id)."""
         if self._fts is None:
-            from agentlab.search.fulltext import MessageIndex
+            from agentlab.search.message_index import MessageIndex
 
             self._fts = MessageIndex(self.store)
         return self._fts
@@ -111,71 +101,29 @@ class TreeIndex:
 
     def _load(self) -> None:
         # Only what every operation needs is built here (cold open + first read is a measured figure): the
-        # parent map and the leaves. Children lists and roles are built on first use (_kids, _roles).
+        # row map (numpy arrays, no Python object per row) and each session's newest leaf.
         store = self.store
         with store.lock:
-            cols = store.execute(_LOAD_MAP).fetchnumpy()
-            seqs, ids, parents = cols["seq"].tolist(), cols["id"].tolist(), cols["parent_id"].tolist()
-            sessions, has_child = cols["session_id"].tolist(), cols["has_child"].tolist()
-            self._seq: dict[str, int] = dict(zip(ids, seqs))
-            if len(self._seq) < len(ids):
-                # The table has no UNIQUE index (m060); only SQL from outside can repeat an id. The first row
-                # wins, as a repeated append is ignored: keep each id's oldest row, drop the later ones.
-                first: dict[str, int] = {}
-                for i, mid in enumerate(ids):
-                    first.setdefault(mid, i)
-                keep = sorted(first.values())
-                seqs, ids, parents = [seqs[i] for i in keep], [ids[i] for i in keep], [parents[i] for i in keep]
-                sessions, has_child = [sessions[i] for i in keep], [has_child[i] for i in keep]
-                self._seq = dict(zip(ids, seqs))
-            self._parent: dict[str, str | None] = dict(zip(ids, parents))
-            self._session: dict[str, str] = dict(zip(ids, sessions))
-            self._children: dict[str, list[str]] | None = None
-            self._role: dict[str, str] | None = None
-            leaves: dict[str, set[str]] = {}
-            latest: dict[str, str | None] = {}
-            for mid, sid, busy in zip(ids, sessions, has_child):  # seq order: the last leaf seen is the newest
-                if not busy:
-                    group = leaves.get(sid)
-                    if group is None:
-                        leaves[sid] = group = set()
-                    group.add(mid)
-                    latest[sid] = mid
-            self._leaves, self._latest = leaves, latest
+            self._rows = RowMap.load(store.conn)
+            self._latest: dict[str, str | None] = dict(self._rows.latest_leaves())
             # Parent ids with no row: deleted messages whose children still point at them. Only such
             # an id, appended again, can arrive with children already.
-            self._dangling: set[str] = {r[0] for r in store.execute(_DANGLING).fetchall()}
+            self._dangling: set[str] = self._rows.detached_parents()
             self._compactions: dict[str, list[CompactionRecord]] = {}
             for record in load_compactions(store):
                 self._compactions.setdefault(record.session_id, []).append(record)
             self._load_sessions()
+            self.fts.prepare()  # before any write of this process, so the index can tell what it already holds
             self._inherited_cache: dict[str, tuple[int, frozenset[str]]] = {}
-            self._branch_cache: dict[str, tuple[str | None, int, set[str]]] = {}
-            self._path_cache: dict[str, tuple[str, int, int, list[str]]] = {}
+            self._branch_cache: dict[str, tuple[str | None, int, set[int]]] = {}
+            self._path_cache: dict[str, tuple[str, int, int, list[str], list[int], bool]] = {}
             self.contents.clear()
             self._stale = False
             self._generation += 1
 
-    def _kids(self) -> dict[str, list[str]]:
-        """``parent id -> child ids`` (oldest first), built on first use."""
-        if self._children is None:
-            children: dict[str, list[str]] = {}
-            for mid, parent in self._parent.items():  # insertion order is seq order
-                if parent is not None:
-                    kids = children.get(parent)
-                    if kids is None:
-                        children[parent] = [mid]
-                    else:
-                        kids.append(mid)
-            self._children = children
-        return self._children
-
-    def _roles(self) -> dict[str, str]:
-        """``id -> role``, read on first use (role filters and row stats need it)."""
-        if self._role is None:
-            cols = self.store.execute("SELECT id, role FROM messages").fetchnumpy()
-            self._role = dict(zip(cols["id"].tolist(), cols["role"].tolist()))
-        return self._role
+    def _role_columns(self) -> tuple[Any, Any]:
+        table = self.store.conn.sql("SELECT seq, role FROM messages ORDER BY seq").to_arrow_table()
+        return table.column("seq"), table.column("role")
 
     def _load_sessions(self) -> None:
         rows = self.store.execute(
@@ -225,72 +173,60 @@ class TreeIndex:
             return self._visible(session_id, message_id)
 
     def _visible(self, session_id: str, message_id: str) -> bool:
-        return self._session.get(message_id) == session_id or message_id in self.inherited(session_id)
+        return self._rows.session(message_id) == session_id or message_id in self.inherited(session_id)
 
     def session_of(self, message_id: str) -> str | None:
         with self.store.lock:
             self._ready()
-            return self._session.get(message_id)
+            return self._rows.session(message_id)
 
     def role_of(self, message_id: str) -> str | None:
         with self.store.lock:
             self._ready()
-            return self._roles().get(message_id)
+            return self._rows.role(message_id, self._role_columns)
 
     def owned_ids(self, session_id: str) -> list[str]:
         """Ids of the rows stored in ``session_id`` (not the inherited ones), by seq."""
         with self.store.lock:
             self._ready()
-            return sorted((m for m, s in self._session.items() if s == session_id), key=self._seq.__getitem__)
+            return self._rows.ids_of_session(session_id)
 
     def count(self, session_id: str | None = None) -> int:
         """Rows stored in ``session_id`` (all sessions if None)."""
         with self.store.lock:
             self._ready()
-            if session_id is None:
-                return len(self._seq)
-            return sum(1 for s in self._session.values() if s == session_id)
+            return self._rows.count(session_id)
 
     def nodes(self, session_id: str) -> list[tuple[str, str | None, str, int]]:
         """``(id, parent_id, role, seq)`` of every message visible in ``session_id`` (its own rows and a fork's
         shared path), by seq: the tree's shape without reading a message."""
         with self.store.lock:
             self._ready()
-            inherited, roles, parent, session = self.inherited(session_id), self._roles(), self._parent, self._session
-            return [(m, parent[m], roles.get(m, "?"), s) for m, s in self._seq.items()
-                    if session[m] == session_id or m in inherited]
+            return self._rows.outline(session_id, self.inherited(session_id), self._role_columns)
 
     def active_sessions(self) -> dict[str, int]:
         """Every session id that stores messages, with the seq of its newest message."""
         with self.store.lock:
             self._ready()
-            newest: dict[str, int] = {}
-            for mid, seq in self._seq.items():  # seq order: the last seen is the newest
-                newest[self._session[mid]] = seq
-            return newest
+            return self._rows.newest_seqs()
 
     def _shared_rows(self, session_id: str) -> frozenset[str]:
         shared: set[str] = set()
         for child, fp in self._forks.items():
             if fp.parent_session_id == session_id:
                 shared |= self.inherited(child)
-        return frozenset(m for m in shared if self._session.get(m) == session_id)
+        return frozenset(m for m in shared if self._rows.session(m) == session_id)
 
     # -- reads ---------------------------------------------------------------------------------
 
     def _walk(self, session_id: str, start: str | None, max_depth: int) -> list[str]:
-        inherited = self.inherited(session_id)
-        session, parent = self._session, self._parent
-        path: list[str] = []
-        cur = start
-        while cur is not None and len(path) < max_depth:
-            owner = session.get(cur)
-            if owner is None or (owner != session_id and cur not in inherited):
-                break  # a deleted or foreign ancestor ends the path, as upstream's CTE does
-            path.append(cur)
-            cur = parent[cur]
-        path.reverse()
-        return path
+        return self._walk_cut(session_id, start, max_depth)[0]
+
+    def _walk_cut(self, session_id: str, start: str | None, max_depth: int) -> tuple[list[str], list[int], bool]:
+        """The path root -> ``start`` (ids and seqs), at most ``max_depth`` long, and whether a longer one was cut."""
+        if start is None:
+            return [], [], False
+        return self._rows.walk(start, session_id, self.inherited(session_id), max_depth)
 
     def latest_leaf_id(self, session_id: str) -> str | None:
         """Id of the session's current tip, or None for an empty session."""
@@ -300,90 +236,127 @@ class TreeIndex:
             if own is not None:
                 return own
             fp = self._forks.get(session_id)
-            return fp.message_id if fp is not None and fp.message_id in self._seq else None
+            return fp.message_id if fp is not None and fp.message_id in self._rows else None
 
     def path_ids(self, session_id: str, leaf_id: str | None = None, *,
                  max_depth: int = DEFAULT_MAX_DEPTH) -> list[str]:
         """Ids root -> leaf. A falsy ``leaf_id`` means the latest leaf; an id not visible gives ``[]``."""
+        return self.path(session_id, leaf_id, max_depth=max_depth)[0]
+
+    def path(self, session_id: str, leaf_id: str | None = None, *,
+             max_depth: int = DEFAULT_MAX_DEPTH) -> tuple[list[str], bool]:
+        """:meth:`path_ids`, and whether the path was longer than ``max_depth`` (so cut on the root side)."""
+        ids, _, cut = self.path_rows(session_id, leaf_id, max_depth=max_depth)
+        return ids, cut
+
+    def path_rows(self, session_id: str, leaf_id: str | None = None, *,
+                  max_depth: int = DEFAULT_MAX_DEPTH) -> tuple[list[str], list[int], bool]:
+        """:meth:`path`, with each row's seq (what reading the path's contents needs)."""
         with self.store.lock:
             self._ready()
             start = leaf_id if leaf_id else self.latest_leaf_id(session_id)
             if start is None or not self._visible(session_id, start):
-                return []
+                return [], [], False
             return self._cached_walk(session_id, start, max_depth)
 
     _PATH_REUSE_STEPS = 64
 
-    def _cached_walk(self, session_id: str, start: str, max_depth: int) -> list[str]:
-        """:meth:`_walk`, reusing the session's last walked path when ``start`` is on it or a few steps below it.
+    def _cached_walk(self, session_id: str, start: str, max_depth: int) -> tuple[list[str], list[int], bool]:
+        """:meth:`_walk_cut`, reusing the session's last walked path when ``start`` is on it or a few steps below it.
 
         Reading the same branch again (every chat turn does) then costs a list copy instead of a walk of every
         ancestor. Only a change that bumps the generation can alter a stored path (appends add rows below it).
         """
         cached = self._path_cache.get(session_id)
         if cached is not None and cached[1] == self._generation and cached[2] == max_depth:
-            leaf, _, _, path = cached
+            leaf, _, _, path, seqs, cut = cached
             if start == leaf:
-                return list(path)
-            below: list[str] = []
+                return list(path), list(seqs), cut
+            below: list[tuple[str, int]] = []
             cur: str | None = start
-            session, parent, inherited = self._session, self._parent, self.inherited(session_id)
+            rows, inherited = self._rows, self.inherited(session_id)
             while cur is not None and len(below) < self._PATH_REUSE_STEPS:
                 if cur == leaf:
-                    found = path + below[::-1]
+                    found = path + [m for m, _ in reversed(below)]
                     if len(found) > max_depth:
                         break  # a cut path: walk it for real
-                    self._path_cache[session_id] = (start, self._generation, max_depth, found)
-                    return list(found)
-                owner = session.get(cur)
-                if owner is None or (owner != session_id and cur not in inherited):
+                    found_seqs = seqs + [q for _, q in reversed(below)]
+                    self._path_cache[session_id] = (start, self._generation, max_depth, found, found_seqs, False)
+                    return list(found), list(found_seqs), False
+                entry = rows.get(cur)
+                if entry is None or (entry[2] != session_id and cur not in inherited):
                     break
-                below.append(cur)
-                cur = parent[cur]
-        path = self._walk(session_id, start, max_depth)
-        self._path_cache[session_id] = (start, self._generation, max_depth, path)
-        return list(path)
+                below.append((cur, entry[0]))
+                cur = entry[1]
+        path, seqs, cut = self._walk_cut(session_id, start, max_depth)
+        self._path_cache[session_id] = (start, self._generation, max_depth, path, seqs, cut)
+        return list(path), list(seqs), cut
 
-    def on_current_branch(self, session_id: str, message_id: str) -> bool:
-        """Whether ``message_id`` is on the path to the latest leaf of ``session_id``.
+    def on_current_branch(self, session_id: str, message_id: str, *, seq: int | None = None) -> bool:
+        """Whether ``message_id`` (whose row seq may be given) is on the path to the latest leaf of ``session_id``.
 
-        The path is cached as a set; an append under the cached leaf extends it instead of walking again, so
-        asking right after each append stays O(1) on a deep branch.
+        The path is cached as a set of seqs (no id strings are made for it); an append under the cached leaf
+        extends it instead of walking again, so asking right after each append stays O(1) on a deep branch.
         """
         with self.store.lock:
             self._ready()
             leaf = self.latest_leaf_id(session_id)
+            if seq is None:
+                found = self._rows.get(message_id)
+                if found is None:
+                    return False
+                seq = found[0]
             cached = self._branch_cache.get(session_id)
             if cached is not None and cached[1] == self._generation:
                 old_leaf, _, members = cached
-                if old_leaf != leaf and leaf is not None and self._parent.get(leaf) == old_leaf and \
-                        self._session.get(leaf) == session_id:
-                    members.add(leaf)
+                entry = self._rows.get(leaf) if leaf is not None and old_leaf != leaf else None
+                if leaf is not None and entry is not None and entry[1] == old_leaf and entry[2] == session_id:
+                    members.add(entry[0])
                     self._branch_cache[session_id] = (leaf, self._generation, members)
                     cached = self._branch_cache[session_id]
                 if cached[0] == leaf:
-                    return message_id in cached[2]
-            members = set(self._walk(session_id, leaf, DEFAULT_MAX_DEPTH)) if leaf is not None else set()
-            self._branch_cache[session_id] = (leaf, self._generation, members)
-            return message_id in members
+                    return seq in cached[2]
+            seqs: set[int] = set()
+            if leaf is not None:
+                seqs = set(self._rows.walk(leaf, session_id, self.inherited(session_id), DEFAULT_MAX_DEPTH,
+                                           with_ids=False)[1])
+            self._branch_cache[session_id] = (leaf, self._generation, seqs)
+            return seq in seqs
 
     def children_ids(self, session_id: str, message_id: str) -> list[str]:
         """Visible children of ``message_id``, oldest first (by seq)."""
         with self.store.lock:
             self._ready()
-            kids = [c for c in self._kids().get(message_id, ()) if c in self._seq and self._visible(session_id, c)]
-            return sorted(kids, key=self._seq.__getitem__)
+            return [c for c in self._rows.children(message_id) if self._visible(session_id, c)]
+
+    def seqs_of(self, ids: Sequence[str]) -> list[int]:
+        """The row seqs of those ``ids`` that are stored (in no particular order)."""
+        with self.store.lock:
+            self._ready()
+            found = (self._rows.seq(m) for m in ids)
+            return [q for q in found if q is not None]
 
     def read(self, ids: Sequence[str]) -> list[dict[str, Any]]:
         """Parsed messages for ``ids``, in that order, skipping missing or unparsable rows."""
         with self.store.lock:
             self._ready()
-            seqs = [self._seq[m] for m in ids if m in self._seq]
-            if not seqs:
-                return []
-            return self.contents.read(seqs, self._fetch)
+            found = (self._rows.seq(m) for m in ids)
+            return self.read_seqs([q for q in found if q is not None])
+
+    def read_seqs(self, seqs: list[int]) -> list[dict[str, Any]]:
+        """Parsed messages of the rows with these seqs, in that order, skipping missing or unparsable rows."""
+        with self.store.lock:
+            self._ready()
+            return self.contents.read(seqs, self._fetch) if seqs else []
 
     def _fetch(self, seqs: list[int]) -> dict[int, str]:
+        lo, hi = min(seqs), max(seqs)
+        if len(seqs) > 64 and hi - lo < 2 * len(seqs):
+            # A branch's rows are mostly consecutive seqs: a range scan (zone maps) is about twice as fast as
+            # joining the list, even with the few rows of other branches it reads in between.
+            wanted = set(seqs)
+            rows = self.store.execute("SELECT seq, content FROM messages WHERE seq BETWEEN ? AND ?", [lo, hi])
+            return {seq: text for seq, text in rows.fetchall() if seq in wanted}
         query = f"SELECT seq, content FROM messages WHERE seq IN ({SEQS_PARAM})"
         return dict(self.store.execute(query, [seqs]).fetchall())
 
@@ -400,13 +373,11 @@ class TreeIndex:
                   max_depth: int = DEFAULT_MAX_DEPTH) -> list[RowStat]:
         """``RowStat`` per row on the path root -> leaf, without reading contents into Python."""
         with self.store.lock:
-            ids = self.path_ids(session_id, leaf_id, max_depth=max_depth)
+            ids, seqs, _ = self.path_rows(session_id, leaf_id, max_depth=max_depth)
             if not ids:
                 return []
-            seqs = [self._seq[m] for m in ids]
-            sizes = dict(self.store.execute(
-                f"SELECT seq, strlen(content) FROM messages WHERE seq IN ({SEQS_PARAM})", [seqs]).fetchall())
-            roles = self._roles()
-            return [RowStat(m, roles[m], int(sizes[s])) for m, s in zip(ids, seqs) if s in sizes]
+            found = {seq: (role, size) for seq, role, size in self.store.execute(
+                f"SELECT seq, role, strlen(content) FROM messages WHERE seq IN ({SEQS_PARAM})", [seqs]).fetchall()}
+            return [RowStat(m, found[q][0], int(found[q][1])) for m, q in zip(ids, seqs) if q in found]
 
     # -- writes --------------------------------------------------------------------------------

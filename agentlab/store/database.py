@@ -49,8 +49,11 @@ from agentlab.errors import (
     SqlError,
     StoreInUseError,
 )
+from agentlab.store.close_hooks import CloseHooks
 from agentlab.store.files import DURABLE, MEMORY, connect, create_file, is_disk_full, migrate, open_reason
+from agentlab.store.materialised import Materialised as _Materialised
 from agentlab.store.migrations import MIGRATIONS, Migration
+from agentlab.store.stamp import FileStamper
 
 T = TypeVar("T")
 
@@ -81,24 +84,7 @@ class StoreHealth:
     reopened: int = 0
 
 
-class _Materialised:
-    """A query result already copied out of DuckDB, as Arrow, convertible to pandas."""
-
-    def __init__(self, table: Any) -> None:
-        self._table = table
-
-    def to_arrow_table(self) -> Any:
-        return self._table
-
-    def df(self) -> Any:
-        import pandas as pd
-
-        if self._table is None:
-            return pd.DataFrame()
-        return self._table.to_pandas()
-
-
-class Store:
+class Store(CloseHooks):
     """An open DuckDB database with agentlab's schema applied.
 
     Args:
@@ -140,6 +126,10 @@ class Store:
         # (agent.sql) may have changed the file, so no cache outlives a change made behind its back.
         self._outside_write: list[Callable[[], None]] = []
         self._derived: dict[str, Any] = {}
+        # Derived files beside the file (a search index) are saved around close (CloseHooks.on_close) and compare
+        # outside_writes (note_outside_write calls) and opened_stamp (the file's stamp at open) with theirs.
+        CloseHooks.__init__(self)
+        self.outside_writes, self.opened_stamp, self._stamper = 0, None, FileStamper(None)
         steps = MIGRATIONS if migrations is None else migrations
         if self.path == MEMORY:
             self._conn = connect(self.path, False)
@@ -159,12 +149,15 @@ class Store:
                 )
             if not read_only and not file.exists():
                 create_file(file, steps)
+            self._stamper = FileStamper(self.path)  # before DuckDB locks the file, closed after it lets go
             self._conn = connect(self.path, read_only)
             self._migrate_or_close(steps)
+            self.opened_stamp = self.stamp()
         except BaseException:
             with _open_files_lock:
                 if _open_files.get(key) is self:
                     del _open_files[key]
+            self._stamper.close()
             raise
 
     def _migrate_or_close(self, migrations: Sequence[Migration]) -> None:
@@ -203,8 +196,13 @@ class Store:
         return self._health
 
     def close(self) -> None:
-        """Close the connection and release the file lock. Safe to call twice."""
+        """Close the connection and release the file lock. Safe to call twice.
+
+        Callbacks of :meth:`on_close` run around it; one that fails is reported as a warning and the close goes on.
+        """
         with self.lock:
+            if not self._closed_by_user and self._conn is not None:
+                self._run_close_hooks(before=True)
             self._closed_by_user = True
             if self._conn is not None:
                 try:
@@ -213,11 +211,17 @@ class Store:
                     pass  # an invalidated instance cannot checkpoint; its WAL is replayed at the next open
                 finally:
                     self._conn = None
+            self._stamper.close()
         if self.path != MEMORY:
             with _open_files_lock:
                 key = _file_key(self.path)
                 if _open_files.get(key) is self:
                     del _open_files[key]
+        self._run_close_hooks(before=False)
+
+    def stamp(self) -> str | None:
+        """:func:`~agentlab.store.stamp.file_stamp` of the file now (None in memory, or with commits in the log)."""
+        return self._stamper.stamp()
 
     def destroy(self) -> None:
         """Close the store and delete its file with the files DuckDB keeps beside it; later use raises
@@ -403,6 +407,7 @@ class Store:
         from the file when next needed. The callbacks run under :attr:`lock`, so they must take no other lock.
         """
         with self.lock:
+            self.outside_writes += 1
             for callback in list(self._outside_write):
                 callback()
 

@@ -28,6 +28,21 @@ class CrashAgent(Agent):
     initial_state = {"n": -1}
 
 root, scenario, start = sys.argv[1], sys.argv[2], int(sys.argv[3])
+if scenario == "index":
+    # Flush, merge and commit the search index all the time, each file write slowed down, so that kills land
+    # in the middle of writing segments, deletions, the lexicon and meta.json.
+    import time
+    from agentlab.search import index_files, sections
+    from agentlab.search import index_state
+    index_state.PERSIST_MIN_DOCS, index_state.FLUSH_DOCS = 1, 15
+    index_state.MAX_SEGMENTS, index_state.MERGE_AT_ONCE = 2, 2
+    write = sections.write_sections
+
+    def slow_write(*args, **kwargs):
+        time.sleep(0.02)
+        return write(*args, **kwargs)
+
+    index_files.write_sections = slow_write
 agent = get_agent(CrashAgent, "victim", root=root)
 session = Session.create(agent).with_context("memory", description="facts", max_tokens=100000)
 print("ready", flush=True)
@@ -42,6 +57,18 @@ while True:
     if scenario in ("blocks", "mixed"):
         session.set_block("memory", f"fact {i}")
         print(f"block {i}", flush=True)
+    if scenario == "index":  # each round a new chain, so deleting its leaf orphans nothing
+        session.append_messages([{"id": f"b{i}-{j}", "role": "user",
+                                  "parts": [{"type": "text", "text": f"bulk w{i}x{j} crash"}]} for j in range(10)],
+                                parent_id=None)
+        note = {"id": f"m{i}", "role": "user", "parts": [{"type": "text", "text": f"note w{i} about crash"}]}
+        session.append_message(note, parent_id=None)
+        if i % 3 == 0:
+            session.delete_messages([f"b{i}-9"])
+        if i % 4 == 0:
+            session.update_message({"id": f"b{i}-1", "role": "user",
+                                    "parts": [{"type": "text", "text": f"fixed w{i}"}]})
+        print(f"index {i}", flush=True)
     if scenario == "bulk":
         session.append_messages([
             {"id": f"b{i}-{j}", "role": "user", "parts": [{"type": "text", "text": f"bulk w{i}x{j}"}]}
@@ -51,7 +78,7 @@ while True:
     i += 1
 '''
 
-SCENARIOS = ("messages", "state", "blocks", "bulk", "mixed")
+SCENARIOS = ("messages", "state", "blocks", "bulk", "mixed", "index")
 
 
 @dataclass
@@ -127,6 +154,11 @@ def check_after_crash(root: Path, scenario: str, acks: list[str]) -> TrialResult
                 result.lost.append(ack)
             elif kind == "bulk" and any(f"b{value}-{j}" not in messages for j in range(50)):
                 result.lost.append(ack)
+            elif kind == "index":
+                i = int(value)
+                wanted = [f"m{i}"] + [f"b{i}-{j}" for j in range(10) if not (j == 9 and i % 3 == 0)]
+                if any(m not in messages for m in wanted) or (i % 3 == 0 and f"b{i}-9" in messages):
+                    result.lost.append(ack)
             elif kind == "state":
                 last_state = int(value)
             elif kind == "block":
@@ -147,13 +179,42 @@ def check_after_crash(root: Path, scenario: str, acks: list[str]) -> TrialResult
             result.problems.append(f"search index has {len(indexed)} docs for {len(messages)} messages")
         for ack in acks[-3:]:
             kind, value = ack.split(" ", 1)
-            if kind == "msg":
-                hits = session.search(f"w{value[1:]}", mode="any")
-                if value not in [h.id for h in hits]:
-                    result.problems.append(f"search does not find {value}")
+            if kind in ("msg", "index"):
+                word = f"w{value[1:]}" if kind == "msg" else f"w{value}"
+                wanted = value if kind == "msg" else f"m{value}"
+                hits = session.search(word, mode="any")
+                if wanted not in [h.id for h in hits]:
+                    result.problems.append(f"search does not find {wanted}")
+        if scenario == "index":
+            result.problems += index_differences(agent)
     finally:
         agent.close()
     return result
+
+
+def index_differences(agent) -> list[str]:
+    """Searches through the index the crashed writer left, against an index built afresh from a copy of the file."""
+    import shutil
+    import tempfile
+
+    from agentlab.session.tree import tree_of
+    from agentlab.store.database import Store
+
+    index = tree_of(agent.store).fts
+    queries = ["crash", "bulk", "note", "fixed", "w1", "w7 crash", "about crash"]
+    found = {(q, mode): [(h.doc_id, round(h.score, 9)) for h in index.search(q, mode=mode, limit=50)]
+             for q in queries for mode in ("any", "all", "phrase")}
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "copy.duckdb"
+        agent.store.checkpoint()
+        shutil.copyfile(agent.store.path, copy)
+        fresh = Store(copy, read_only=True)
+        try:
+            rebuilt = tree_of(fresh).fts
+            return [f"index differs from a rebuild on {q!r} ({mode})" for (q, mode), hits in found.items()
+                    if hits != [(h.doc_id, round(h.score, 9)) for h in rebuilt.search(q, mode=mode, limit=50)]]
+        finally:
+            fresh.close()
 
 
 def run_trials(base: Path, scenario: str, trials: int, seed: int = 0) -> list[TrialResult]:
