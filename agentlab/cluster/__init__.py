@@ -5,17 +5,16 @@
 * ``agentlab.eval.run(..., executor="ray")`` shards conversations over Ray workers (:class:`RayExecutor`).
 * :func:`simulate` replays a dataset as many users, one agent each, here or on Ray (``agentlab simulate``).
 
-This module re-exports names on first use, and :func:`register` (called by :mod:`agentlab._wiring`) registers the
-``"ray"`` backend and executor: Ray itself is imported when something first needs it (``pip install
-'agentlab[ray]'``), never by ``import agentlab``.
+This module re-exports names on first use, and :func:`register` (:mod:`agentlab.cluster.registration`, called by
+:mod:`agentlab._wiring`) registers the ``"ray"`` backend and executor: Ray itself is imported when something
+first needs it (``pip install 'agentlab[ray]'``), never by ``import agentlab``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from agentlab.agent.agent import register_backend
-from agentlab.eval.runner import register_executor
+from agentlab.cluster.registration import register
 
 __all__ = ["AgentHandle", "CompactionPolicy", "RayExecutor", "SessionHandle", "Simulation", "register", "simulate"]
 
@@ -23,24 +22,6 @@ _EXPORTS = {
     "AgentHandle": "handle", "SessionHandle": "handle", "RayExecutor": "evaluation",
     "CompactionPolicy": "simulation", "Simulation": "simulation", "simulate": "simulation",
 }
-
-
-def _open_handle(cls: type, name: str, **options: Any) -> Any:
-    from .handle import open_handle
-
-    return open_handle(cls, name, **options)
-
-
-def _ray_executor() -> Any:
-    from .evaluation import RayExecutor
-
-    return RayExecutor()
-
-
-def register() -> None:
-    """Make ``get_agent(..., backend="ray")`` and ``agentlab.eval.run(..., executor="ray")`` reach this package."""
-    register_backend("ray", _open_handle)
-    register_executor("ray", _ray_executor)
 
 
 def __getattr__(name: str) -> Any:
