@@ -5,12 +5,37 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentlab import Agent
 from agentlab.session.compactor import is_compaction_message
 
 
 def msg(mid: str, text: str | None = None, role: str = "user", **extra: Any) -> dict[str, Any]:
     """A message with one text part (the id itself when no text is given), plus any extra keys."""
     return {"id": mid, "role": role, "parts": [{"type": "text", "text": mid if text is None else text}], **extra}
+
+
+def role_msg(mid: str, role: str = "user", text: str | None = None) -> dict[str, Any]:
+    """A message with one text part, ``"text of <id>"`` when no text is given (role before text)."""
+    return {"id": mid, "role": role, "parts": [{"type": "text", "text": text or f"text of {mid}"}]}
+
+
+def summarise_first_three(history: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """A compaction function that folds the first three messages once the history has four or more."""
+    if len(history) < 4:
+        return None
+    return {"from_message_id": history[0]["id"], "to_message_id": history[2]["id"], "summary": "the opening"}
+
+
+class Quiet(Agent):
+    """An agent that keeps the errors it reports (``self.errors``) instead of warning."""
+
+    errors: list[BaseException]
+
+    def on_start(self) -> None:
+        self.errors = []
+
+    def on_error(self, error: BaseException) -> None:
+        self.errors.append(error)
 
 
 def ids(messages: list[dict[str, Any]]) -> list[str]:

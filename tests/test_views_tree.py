@@ -9,9 +9,10 @@ import threading
 import time
 
 import pytest
-from helpers import frontend_request, record_comms, synced
+from helpers import Quiet, frontend_request, record_comms, summarise_first_three, synced
+from helpers import role_msg as msg
 
-from agentlab import Agent, get_agent
+from agentlab import get_agent
 from agentlab.errors import DuplicateMessageWarning, InvalidSearchError, SessionError, UnknownMessageError
 from agentlab.session import InMemorySessionStorage
 from agentlab.session.session import Session
@@ -22,26 +23,6 @@ from agentlab.views import branch_tree as branch_tree_module
 @pytest.fixture(autouse=True)
 def recording_comms(monkeypatch):
     record_comms(monkeypatch)
-
-
-class Quiet(Agent):
-    """Keeps reported errors instead of warning."""
-
-    def on_start(self):
-        self.errors = []
-
-    def on_error(self, error):
-        self.errors.append(error)
-
-
-def msg(mid, role="user", text=None):
-    return {"id": mid, "role": role, "parts": [{"type": "text", "text": text or f"text of {mid}"}]}
-
-
-def summarise_first_three(history):
-    if len(history) < 4:
-        return None
-    return {"from_message_id": history[0]["id"], "to_message_id": history[2]["id"], "summary": "the opening"}
 
 
 @pytest.fixture

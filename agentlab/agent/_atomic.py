@@ -29,6 +29,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from agentlab.store.fsync import fsync_dir
+
 _AT_FDCWD = -100
 _RENAME_NOREPLACE = 1
 _RENAME_EXCHANGE = 2
@@ -119,29 +121,6 @@ def rename_noreplace(src: Path, dst: Path) -> None:
         os.rename(src, dst)
         return
     os.unlink(src)
-
-
-def fsync_file(path: Path) -> None:
-    """Flush a file's data to the disk (a rename must never publish a file whose data is still in memory)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def fsync_dir(path: Path) -> None:
-    """Flush a folder's entries (the names a rename changed); a no-op where folders cannot be synced."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def put_folder_in_place(work: Path, dest: Path, marker: str) -> None:

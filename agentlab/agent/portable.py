@@ -44,6 +44,7 @@ from agentlab.agent import _atomic
 from agentlab.errors import AgentLockedError, ExportDiskFullError, ExportError, ExportMismatchError
 from agentlab.store.database import Store
 from agentlab.store.files import remove_database_files
+from agentlab.store.fsync import fsync_dir, fsync_file
 from agentlab.store.migrations import MIGRATIONS
 from agentlab.store.naming import agent_path, kebab_case, resolve_root, validate_name
 
@@ -116,7 +117,7 @@ def export(agent: Any, path: str | os.PathLike[str], *, overwrite: bool = False)
             out.write(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
             out.flush()
             os.fsync(out.fileno())
-        _atomic.fsync_dir(work)
+        fsync_dir(work)
         _atomic.put_folder_in_place(work, dest, MANIFEST)
     except BaseException as exc:
         _atomic.discard_folder(work, MANIFEST)
@@ -154,7 +155,7 @@ def _write_tables(store: Store, agent: Any, work: Path) -> dict[str, Any]:
                 used[name] = table
                 file = work / name
                 conn.execute(f"COPY (SELECT * FROM {_ident(table)}) TO {_literal(str(file))} (FORMAT parquet)")
-                _atomic.fsync_file(file)
+                fsync_file(file)
                 columns = conn.execute(
                     "SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = current_database() "
                     "AND schema_name = 'main' AND table_name = ? ORDER BY column_index", [table]).fetchall()
@@ -365,7 +366,7 @@ def import_(
         if os.path.lexists(_wal(work)):
             raise ExportError(f"DuckDB kept a log beside {work} after closing it, so the import is not complete; "
                               "try again.")
-        _atomic.fsync_file(work)
+        fsync_file(work)
         if overwrite and os.path.lexists(target):
             _settle(target)
             os.replace(work, target)
@@ -374,7 +375,7 @@ def import_(
                 _atomic.rename_noreplace(work, target)
             except FileExistsError:
                 raise exists from None
-        _atomic.fsync_dir(target.parent)
+        fsync_dir(target.parent)
     except BaseException as exc:
         _remove_database(work)
         if _atomic.disk_full(exc):

@@ -27,6 +27,7 @@ import numpy as np
 
 from agentlab.errors import CorruptIndexError
 from agentlab.search.sections import SectionFile, write_sections
+from agentlab.store.fsync import fsync_dir
 
 __all__ = ["FORMAT", "IndexFiles", "index_folder"]
 
@@ -87,7 +88,7 @@ class IndexFiles:
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
-        _fsync_folder(self.folder)
+        fsync_dir(self.folder)
 
     def collect_garbage(self, meta: dict[str, Any] | None) -> None:
         """Remove files ``meta`` does not name (older versions, leftovers of a killed writer)."""
@@ -118,16 +119,3 @@ class IndexFiles:
             self.folder.rmdir()
         except OSError:
             pass
-
-
-def _fsync_folder(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
