@@ -53,20 +53,12 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 from _scale_corpus import Corpus, message_id, stored_json  # noqa: E402
 from _timing import machine_check  # noqa: E402
+from _upstream import SQLITE_SCHEMA  # noqa: E402
 
 DEPTH = 10_000
 LIMIT = 20
 QUERIES_PER_KIND = 12
 RUNS_PER_QUERY = 3
-
-SQLITE_SCHEMA = """
-CREATE TABLE assistant_messages (id TEXT PRIMARY KEY, session_id TEXT NOT NULL DEFAULT '', parent_id TEXT,
-  role TEXT NOT NULL, content TEXT NOT NULL, created_at DATETIME DEFAULT CURRENT_TIMESTAMP);
-CREATE INDEX idx_assistant_msg_parent ON assistant_messages(parent_id);
-CREATE INDEX idx_assistant_msg_session ON assistant_messages(session_id);
-CREATE VIRTUAL TABLE assistant_fts USING fts5(id UNINDEXED, session_id UNINDEXED, role UNINDEXED, content,
-  tokenize='porter unicode61');
-"""
 
 # Upstream's latest-leaf query and history CTE (its cap: depth < 10000).
 SQLITE_LATEST = """

@@ -43,6 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).parent))
 from _timing import machine_check  # noqa: E402
+from _upstream import SQLITE_SCHEMA  # noqa: E402
 
 VOCABULARY = 20_000
 WORDS_PER_TEXT = 12
@@ -91,15 +92,6 @@ def p50(samples: list[float]) -> float:
 
 
 # --- the anchor: upstream's SQLite design ----------------------------------------------------------------
-
-SQLITE_SCHEMA = """
-CREATE TABLE assistant_messages (id TEXT PRIMARY KEY, session_id TEXT NOT NULL DEFAULT '', parent_id TEXT,
-  role TEXT NOT NULL, content TEXT NOT NULL, created_at DATETIME DEFAULT CURRENT_TIMESTAMP);
-CREATE INDEX idx_assistant_msg_parent ON assistant_messages(parent_id);
-CREATE INDEX idx_assistant_msg_session ON assistant_messages(session_id);
-CREATE VIRTUAL TABLE assistant_fts USING fts5(id UNINDEXED, session_id UNINDEXED, role UNINDEXED, content,
-  tokenize='porter unicode61');
-"""
 
 SQLITE_PATH = """
 WITH RECURSIVE path(id, parent_id, content, depth) AS (
