@@ -40,6 +40,20 @@ class TestWhatIsDeleted:
         assert Session.create(fresh).get_history() == [] and fresh.sql("SELECT * FROM information_schema.tables "
                                                                         "WHERE table_name = 'notes'") == []
 
+    def test_the_search_index_folder_beside_the_file_goes_too(self, monkeypatch):
+        from agentlab.search import index_state
+
+        monkeypatch.setattr(index_state, "PERSIST_MIN_DOCS", 1)  # small indexes are written too
+        made = get_agent(Notes, "indexed")
+        session = Session.create(made)
+        session.append_messages([msg(f"m{i}", f"note number {i}") for i in range(20)])
+        assert [h.id for h in session.search("number 3")] == ["m3"]
+        folder = made.path.with_name(made.path.name + ".search-index")
+        made.close()
+        assert folder.is_dir() and any(folder.iterdir())  # saved at close
+        get_agent(Notes, "indexed").destroy()
+        assert not folder.exists() and not made.path.exists()
+
     def test_destroying_twice_and_closing_after_are_fine(self, agent):
         agent.destroy()
         agent.destroy()

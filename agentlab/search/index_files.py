@@ -27,6 +27,7 @@ import numpy as np
 
 from agentlab.errors import CorruptIndexError
 from agentlab.search.sections import SectionFile, write_sections
+from agentlab.store.files import SEARCH_INDEX_SUFFIX
 from agentlab.store.fsync import fsync_dir
 
 __all__ = ["FORMAT", "IndexFiles", "index_folder"]
@@ -37,7 +38,7 @@ _META = "meta.json"
 
 def index_folder(database: str) -> Path:
     """Where the index of the DuckDB file ``database`` lives."""
-    return Path(database + ".search-index")
+    return Path(database + SEARCH_INDEX_SUFFIX)
 
 
 class IndexFiles:

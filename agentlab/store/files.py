@@ -39,8 +39,8 @@ from agentlab.errors import (
 )
 from agentlab.store.migrations import Migration
 
-__all__ = ["BLOCK_SIZE", "DURABLE", "MEMORY", "connect", "create_file", "is_disk_full", "migrate", "open_reason",
-           "remove_database_files", "template_bytes"]
+__all__ = ["BLOCK_SIZE", "DURABLE", "MEMORY", "SEARCH_INDEX_SUFFIX", "connect", "create_file", "is_disk_full",
+           "migrate", "open_reason", "remove_database_files", "template_bytes"]
 
 MEMORY = ":memory:"
 
@@ -309,9 +309,15 @@ def create_file(path: Path, migrations: Sequence[Migration]) -> None:
             pass
 
 
+SEARCH_INDEX_SUFFIX = ".search-index"
+"""The folder beside an agent's file that holds its message search index (derived from the file, rebuilt when
+missing), named ``<file><suffix>``."""
+
+
 def remove_database_files(path: Path) -> None:
-    """Remove a DuckDB file with its log (``.wal``) and its spill folder (``.tmp``), ignoring what is not there."""
-    for leftover in (path, path.with_name(path.name + ".wal"), path.with_name(path.name + ".tmp")):
+    """Remove a DuckDB file with its log (``.wal``), its spill folder (``.tmp``) and its search index folder,
+    ignoring what is not there."""
+    for leftover in (path, *(path.with_name(path.name + suffix) for suffix in (".wal", ".tmp", SEARCH_INDEX_SUFFIX))):
         if leftover.is_dir() and not leftover.is_symlink():
             shutil.rmtree(leftover, ignore_errors=True)
             continue
