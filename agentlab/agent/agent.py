@@ -176,14 +176,13 @@ class Agent:
 
     def _check_identity(self) -> None:
         store = self._store_checked()
-        recorded = store.scalar("SELECT value FROM agent_meta WHERE key = 'name'")
+        # A file the store has just created holds no name yet; the name is then written with the agent's first
+        # commit (Store.defer), not in a durable commit of its own.
+        recorded = None if store.fresh else store.scalar("SELECT value FROM agent_meta WHERE key = 'name'")
         if recorded is None:
             if not store.read_only:
-                with store.transaction() as conn:
-                    conn.execute(
-                        "INSERT INTO agent_meta VALUES ('name', ?), ('class', ?)",
-                        [self.name, kebab_case(type(self).__name__)],
-                    )
+                store.defer("INSERT INTO agent_meta VALUES ('name', ?), ('class', ?)",
+                            [self.name, kebab_case(type(self).__name__)])
         elif recorded != self.name:
             store.close()
             raise AgentlabError(
