@@ -34,13 +34,14 @@ from agentlab.errors import (
     AgentFileError,
     AgentLockedError,
     DiskFullError,
+    InvalidArgumentError,
     MigrationError,
     SchemaTooNewError,
 )
 from agentlab.store.migrations import Migration
 
-__all__ = ["BLOCK_SIZE", "CONFIG", "DURABLE", "MEMORY", "connect", "create_file", "is_disk_full", "migrate",
-           "open_reason", "remove_database_files", "template_bytes"]
+__all__ = ["BLOCK_SIZE", "BLOCK_SIZES", "CONFIG", "DURABLE", "MEMORY", "connect", "create_file", "is_disk_full",
+           "migrate", "open_reason", "remove_database_files", "template_bytes"]
 
 MEMORY = ":memory:"
 
@@ -84,6 +85,7 @@ _CREATING = ".agentlab-creating"
 # (sqlite3 with FTS5: 184 KB); with 16 KiB blocks it takes about 200 KB. The block size is stored in the file's
 # header, so files made with other sizes open as they are.
 BLOCK_SIZE = 16_384
+BLOCK_SIZES = (16_384, 32_768, 65_536, 131_072, 262_144)  # what DuckDB 2 accepts for a new file
 
 # Template files by migration list (names and functions): the bytes every new file of this process starts from.
 _templates: dict[tuple[int, tuple[tuple[str, object], ...]], bytes] = {}
@@ -272,7 +274,13 @@ def create_file(path: Path, migrations: Sequence[Migration], block_size: int = B
 
     Returns:
         Whether this call's copy was linked into place (False: another process created ``path`` first).
+
+    Raises:
+        InvalidArgumentError: ``block_size`` is not one DuckDB accepts; nothing is created.
     """
+    if block_size not in BLOCK_SIZES:
+        raise InvalidArgumentError(f"block_size {block_size!r} is not one DuckDB accepts; use one of "
+                                   f"{', '.join(f'{b:,}' for b in BLOCK_SIZES)} (bytes).")
     # Temporary files live in a folder of their own beside the agents, so that sweeping the leftovers of killed
     # creations lists a handful of files, not every agent of the class; the folder goes once it is empty.
     work = path.parent / _CREATING
