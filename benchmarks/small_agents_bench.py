@@ -233,14 +233,19 @@ def bench_create(users: int, repeats: int, variants: list[str]) -> None:
     print(f"\n## create an agent, its first session and the first append: {users:,} users one after another")
     texts, cls = Texts(2), _agent_class()
     import agentlab  # noqa: F401  imports are not part of the figure
-    from agentlab.store import files, instances
+    from agentlab.store import files
 
-    default_spares = instances.SPARES
+    try:
+        from agentlab.store import instances
+    except ImportError:  # agentlab before spare instances (a "before" run): every agent starts its own
+        instances, variants = None, ["own"]
+    default_spares = instances.SPARES if instances is not None else 0
     ratios: dict[str, list[float]] = {v: [] for v in variants}
     for rep in range(repeats):
         variant = variants[rep % len(variants)]
-        instances.SPARES = default_spares if variant == "spares" else 0
-        if variant == "spares":
+        if instances is not None:
+            instances.SPARES = default_spares if variant == "spares" else 0
+        if instances is not None and variant == "spares":
             instances.start(files.CONFIG)
             instances.ready()
         with tempfile.TemporaryDirectory(prefix="small-create-") as tmp:
@@ -281,7 +286,8 @@ def bench_create(users: int, repeats: int, variants: list[str]) -> None:
               f"total {sum(anchor) / 1000:5.1f} s  (+ close p50 {statistics.median(anchor_close):4.2f} ms)   "
               f"ratio p50 {p50 / a50:4.2f}, with close {with_close:4.2f}; process CPU a user, both sides with "
               f"closes and background threads: {run_cpu:5.2f} ms", flush=True)
-    instances.SPARES = default_spares
+    if instances is not None:
+        instances.SPARES = default_spares
     for variant, values in ratios.items():
         if values:
             print(f"ratio p50 over {variant} runs: {min(values):.2f}-{max(values):.2f} "

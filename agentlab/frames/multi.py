@@ -45,9 +45,10 @@ from agentlab.frames.file_batches import LISTING, BatchReader, ident
 
 __all__ = ["BATCH", "DEFAULT_TABLES", "PROGRESS_FROM", "MultiAgent", "open_many"]
 
-BATCH = 256
-"""Files attached at a time. A statement over thousands of files binds superlinearly, and each attached file's
-catalog costs about 0.4 MB, so files are read in batches of this size."""
+BATCH = 32
+"""Files attached at a time by each worker. Each attached file's catalog costs about 0.4 MB, and with fewer files
+attached at a time a file costs less CPU to read (2.35-2.5 ms at 16-32 files a batch, 2.9 ms at 256, 3.1 ms at
+512; peak memory 390 MB, 730 MB and 1.2 GB at 2,000 files)."""
 
 PROGRESS_FROM = 500
 """Show a progress bar from this many files on (unless ``progress`` says otherwise)."""
