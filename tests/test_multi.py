@@ -151,6 +151,19 @@ class TestOpenManyReadsInBatches:
             agent.close()
             assert many.sql("SELECT count(*) AS n FROM messages WHERE agent = 'bob'")["n"].tolist() == [5]
 
+    def test_one_worker_reads_the_same_and_queries_get_duckdbs_threads_back(self, root, monkeypatch):
+        import duckdb
+
+        from agentlab.frames import multi
+
+        with open_many(root) as many:
+            whole = many.sql("SELECT agent, _alias, id FROM messages ORDER BY _alias, seq")
+            threads = many.sql("SELECT current_setting('threads') AS t")["t"].tolist()
+        monkeypatch.setattr(multi, "WORKERS", 1)
+        with open_many(root) as many:
+            assert many.sql("SELECT agent, _alias, id FROM messages ORDER BY _alias, seq").equals(whole)
+        assert threads == [duckdb.connect().execute("SELECT current_setting('threads')").fetchone()[0]]
+
     def test_a_progress_bar_shows_when_asked_and_not_otherwise(self, root, capsys):
         open_many(root, progress=True).close()
         assert "reading agent files" in capsys.readouterr().err

@@ -43,7 +43,7 @@ from typing import Any
 from agentlab.errors import AgentLockedError, ExportError
 from agentlab.frames.file_batches import LISTING, BatchReader, ident
 
-__all__ = ["BATCH", "DEFAULT_TABLES", "PROGRESS_FROM", "MultiAgent", "open_many"]
+__all__ = ["BATCH", "DEFAULT_TABLES", "PROGRESS_FROM", "WORKERS", "MultiAgent", "open_many"]
 
 BATCH = 32
 """Files attached at a time by each worker. Each attached file's catalog costs about 0.4 MB, and with fewer files
@@ -56,7 +56,10 @@ PROGRESS_FROM = 500
 DEFAULT_TABLES = ("messages",)
 """The tables :func:`open_many` reads at once unless told otherwise; any other table is read when a query names it."""
 
-_WORKERS = 2  # connections reading batches side by side
+WORKERS = 2
+"""Connections reading batches side by side. Two read 5,000 small agents in about 60 % of one's wall time when the
+machine has a core to spare, and cost about a fifth more CPU (they contend for DuckDB's catalog and the GIL), so
+on a machine whose cores are all busy one is faster: set ``agentlab.frames.multi.WORKERS = 1`` there."""
 _MISSING = re.compile(r"Table with name (.+?) does not exist")
 
 
@@ -144,7 +147,7 @@ class MultiAgent:
         self.tables: list[str] = []
         try:
             self._conn.execute("CREATE SCHEMA _parts")
-            self._readers = [BatchReader(self._conn, k) for k in range(_WORKERS)]
+            self._readers = [BatchReader(self._conn, k) for k in range(WORKERS)]
             names = [tables] if isinstance(tables, str) else list(tables)
             wanted = None if names == ["all"] else {str(t).lower() for t in names}
             self._pass(list(range(len(paths))), wanted, listing=None)
@@ -174,7 +177,7 @@ class MultiAgent:
 
         def work(reader: BatchReader, first: int) -> None:
             try:
-                for start in range(first * BATCH, len(positions), _WORKERS * BATCH):
+                for start in range(first * BATCH, len(positions), len(self._readers) * BATCH):
                     if errors:
                         return
                     batch = positions[start:start + BATCH]
@@ -185,7 +188,10 @@ class MultiAgent:
                 errors.append(exc)
 
         threads = [threading.Thread(target=work, args=(self._readers[k], k), daemon=True)
-                   for k in range(1, _WORKERS)]
+                   for k in range(1, len(self._readers))]
+        # Each copy is small: DuckDB's own threads cost more in handing work around than they save (about a
+        # fifth of the CPU), so they sit out the reading; queries afterwards get them back.
+        self._conn.execute("SET threads = 1")
         try:
             for thread in threads:
                 thread.start()
@@ -194,6 +200,7 @@ class MultiAgent:
             for thread in threads:
                 thread.join()
             bar.close()
+            self._conn.execute("RESET threads")
         if errors:
             raise errors[0]
         for i in positions:
