@@ -150,7 +150,7 @@ class SessionManager:
             if value is not None:
                 check_text(label, value)
         with self.store.lock:
-            if self._row(sid) is not None:
+            if session_id is not None and self._row(sid) is not None:  # a random id is new
                 raise ValueError(f"A session with id {sid!r} exists; pick another id or omit it.")
             # On a new agent with nothing stored yet, the row is committed with the first message (Store.defer).
             self.store.defer("INSERT INTO sessions (id, seq, name, parent_session_id, model, source) "

@@ -20,7 +20,9 @@ Invariants:
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -30,6 +32,52 @@ __all__ = ["DELAY", "HeldWrites"]
 DELAY = 0.5
 """Seconds after which held writes are committed even if nothing else is written."""
 
+# One thread commits the held writes of every store whose DELAY has passed (a thread per store would cost half a
+# millisecond to start, a twentieth of creating an agent).
+_due: dict[int, tuple[float, weakref.ReferenceType[HeldWrites]]] = {}
+_state: dict[str, Any] = {"thread": None, "condition": threading.Condition()}
+
+
+def _schedule(held: HeldWrites) -> None:
+    condition = _state["condition"]
+    with condition:
+        _due[id(held)] = (time.monotonic() + DELAY, weakref.ref(held))
+        if _state["thread"] is None:
+            thread = _state["thread"] = threading.Thread(target=_run, name="agentlab-held-writes", daemon=True)
+            thread.start()
+        condition.notify()
+
+
+def _unschedule(held: HeldWrites) -> None:
+    with _state["condition"]:
+        _due.pop(id(held), None)
+
+
+def _run() -> None:
+    condition = _state["condition"]
+    while True:
+        with condition:
+            while not _due:
+                condition.wait()
+            now = time.monotonic()
+            first = min(deadline for deadline, _ in _due.values())
+            if first > now:
+                condition.wait(first - now)
+                continue
+            ready = [ref for key, (deadline, ref) in list(_due.items()) if deadline <= now and _due.pop(key)]
+        for ref in ready:
+            held = ref()
+            if held is not None:
+                held.due()
+
+
+def _forget_after_fork() -> None:
+    _due.clear()
+    _state.update(thread=None, condition=threading.Condition())
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+
 
 class HeldWrites:
     """The statements a store holds in its open transaction, to run again after a rollback."""
@@ -37,7 +85,6 @@ class HeldWrites:
     def __init__(self, flush: Callable[[], object]) -> None:
         self.statements: list[tuple[str, list[Any]]] = []
         self._flush_ref = weakref.WeakMethod(flush) if hasattr(flush, "__self__") else (lambda: flush)
-        self._timer: threading.Timer | None = None
 
     def __bool__(self) -> bool:
         return bool(self.statements)
@@ -54,23 +101,24 @@ class HeldWrites:
         except BaseException:
             self.rolled_back(conn)
             raise
+        if not self.statements:
+            _schedule(self)
         self.statements.append((query, list(params)))
-        if self._timer is None:
-            self._timer = threading.Timer(DELAY, self._due)
-            self._timer.daemon = True
-            self._timer.start()
 
-    def _due(self) -> None:
+    def due(self) -> None:
+        """:data:`DELAY` has passed: commit (on the scheduling thread; a failure leaves the writes held for the next
+        commit or the close, which report it)."""
         flush = self._flush_ref()
         if flush is not None:
-            flush()
+            try:
+                flush()
+            except Exception:  # nobody to tell here; the writes stay held
+                pass
 
     def committed(self) -> None:
         """The open transaction committed: the writes are durable."""
         self.statements = []
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        _unschedule(self)
 
     def rolled_back(self, conn: Any) -> None:
         """Roll back the open transaction (if still open) and run the held writes again in a new one.
