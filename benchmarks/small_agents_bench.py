@@ -1,6 +1,7 @@
 """Many small agents ("one agent per user" at thousands of users) against sqlite3 + FTS5 with upstream's schema.
 
-Three figures, each measured beside its anchor in the same run, the two sides alternated:
+Four parts, each measured beside its anchor in the same run, the two sides alternated; CPU time is printed beside
+wall time (this machine is shared, so wall time moves with other work):
 
 * **size**: the file of an agent whose first session holds 0, 20, 50 and 500 messages, state set once, closed
   (agentlab's ``.duckdb`` and its ``.wal``; the anchor's SQLite file and its ``-wal``). Target: <= 400 KB at 20.
@@ -8,20 +9,26 @@ Three figures, each measured beside its anchor in the same run, the two sides al
   ``append_message``, for ``--users`` users one after another (p50, p95, total). The anchor opens a new SQLite
   file in WAL mode with ``synchronous=FULL``, creates upstream's tables in one transaction (a Durable Object
   commits a request's writes together), inserts the session row, then the message and its FTS5 row in one
-  transaction. Closing is timed apart (DuckDB checkpoints then), on both sides. Target: p50 <= 3x the anchor.
+  transaction. Closing is timed apart (DuckDB checkpoints then), on both sides. Runs alternate between new agents
+  opening in spare DuckDB instances started ahead (``spares``) and in instances of their own (``own``), see
+  ``--create-variants``. Target: p50 <= 3x the anchor.
 * **many**: ``agentlab.open_many`` over N agent files plus one aggregate query (messages and bytes per agent and
-  role), N in ``--files``, each run in a fresh process (its peak RSS is the figure's memory). The anchor opens
-  each SQLite file in turn and runs the same aggregate (SQLite attaches at most 125 databases, so a loop is what
-  a researcher would write), collecting the rows in Python. Targets: time per file flat within 1.25x from the
-  smallest to the largest N; 5,000 files <= 10 s and <= 2 GB.
+  role), N in ``--files``, each run in a fresh process (its peak RSS is the figure's memory; pandas and pyarrow are
+  imported before the clock starts on both sides). The anchor opens each SQLite file in turn and runs the same
+  aggregate (SQLite attaches at most 125 databases, so a loop is what a researcher would write), collecting the rows
+  in Python. Targets: time per file flat within 1.25x from the smallest to the largest N; 5,000 files <= 10 s and
+  <= 2 GB.
+* **blocks** (not run by default): for each of ``--block-sizes``, a 20- and a 500-message agent's file, and a bulk
+  import of ``--bulk`` messages (``session_bench.py``'s 12-word Zipf messages, batches of 10,000) into a new agent
+  of that block size, then closing it (DuckDB's checkpoint); the sizes' order flips each repeat.
 
 Texts are realistic chat: 20-200 words per message, drawn from a Zipf (s=1.07) distribution over 30,000 made-up
-words. The corpus for ``many`` (each agent 20-50 messages, built through the public API) is kept in ``--corpus``
-between runs when given, and removed otherwise.
+words. The corpus for ``many`` is :data:`SEEDS` agents built through the public API (20-50 messages each, state
+set) and copies of them whose stored name is rewritten, with their SQLite twins (see :func:`build_corpus`: 10,000
+agents in about a minute). It is kept in ``--corpus`` between runs when given, and removed otherwise.
 
-Run: ``.venv/bin/python benchmarks/small_agents_bench.py [--parts size,create,many] [--users 1000]
-[--files 500,1000,2000,5000,10000] [--repeats 3] [--corpus /tmp/small-agents]``.
-Building the 10,000-agent corpus takes 10-60 minutes, mostly in fsync; ``eatmydata`` (Debian) speeds it up.
+Run: ``.venv/bin/python benchmarks/small_agents_bench.py [--parts size,create,many,blocks] [--users 1000]
+[--files 500,1000,2000,5000,10000] [--repeats 3] [--corpus /tmp/small-agents] [--workers 1]``.
 """
 
 from __future__ import annotations
@@ -364,6 +371,9 @@ sys.path.insert(0, {root!r})
 side, listing = sys.argv[1], sys.argv[2]
 paths = open(listing).read().split("\n")
 import agentlab, pandas, pyarrow, sqlite3  # imports are not part of the figure (the query returns pandas)
+if side == "ours" and {workers!r}:
+    import agentlab.frames.multi as multi
+    multi.WORKERS = int({workers!r})
 start, cpu = time.perf_counter(), time.process_time()
 if side == "ours":
     try:
@@ -386,10 +396,10 @@ print(json.dumps({{"seconds": elapsed, "cpu": cpu, "rows": rows,
 """
 
 
-def _run_child(side: str, paths: list[Path], scratch: Path) -> dict:
+def _run_child(side: str, paths: list[Path], scratch: Path, workers: str = "") -> dict:
     listing = scratch / f"{side}-{len(paths)}.txt"
     listing.write_text("\n".join(str(p) for p in paths))
-    code = _CHILD.format(root=str(ROOT), aggregate=AGGREGATE, anchor=ANCHOR_AGGREGATE)
+    code = _CHILD.format(root=str(ROOT), aggregate=AGGREGATE, anchor=ANCHOR_AGGREGATE, workers=workers)
     out = subprocess.run([sys.executable, "-c", code, side, str(listing)], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     if out.returncode != 0:
@@ -397,9 +407,9 @@ def _run_child(side: str, paths: list[Path], scratch: Path) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def bench_many(sizes: list[int], repeats: int, corpus: Path | None) -> None:
+def bench_many(sizes: list[int], repeats: int, corpus: Path | None, workers: str = "") -> None:
     print(f"\n## open_many + one aggregate over {', '.join(f'{n:,}' for n in sizes)} files "
-          f"(fresh process each, {repeats} runs, sides alternated)")
+          f"(fresh process each, {repeats} runs, sides alternated{', workers ' + workers if workers else ''})")
     folder = corpus or Path(tempfile.mkdtemp(prefix="small-many-"))
     try:
         start = time.perf_counter()
@@ -418,7 +428,8 @@ def bench_many(sizes: list[int], repeats: int, corpus: Path | None) -> None:
             results: dict[str, list[dict]] = {"ours": [], "anchor": []}
             for rep in range(repeats):
                 for side in (["ours", "anchor"] if rep % 2 == 0 else ["anchor", "ours"]):
-                    results[side].append(_run_child(side, (ours_all if side == "ours" else anchor_all)[:n], folder))
+                    results[side].append(_run_child(side, (ours_all if side == "ours" else anchor_all)[:n], folder,
+                                                    workers))
             ours_s = [r["seconds"] for r in results["ours"]]
             anchor_s = [r["seconds"] for r in results["anchor"]]
             ours_mb = max(r["rss_mb"] for r in results["ours"])
@@ -526,6 +537,7 @@ def main() -> None:
                         help="spares (new agents open in DuckDB instances started ahead) and/or own")
     parser.add_argument("--block-sizes", default="16384,32768,65536,262144")
     parser.add_argument("--bulk", type=int, default=100_000, help="messages of the bulk import in --parts blocks")
+    parser.add_argument("--workers", default="", help="open_many's WORKERS (default: the package's)")
     args = parser.parse_args()
     parts = args.parts.split(",")
     load, speed = os.getloadavg()[0], machine_check()
@@ -535,7 +547,7 @@ def main() -> None:
     if "create" in parts:
         bench_create(args.users, args.create_repeats, args.create_variants.split(","))
     if "many" in parts:
-        bench_many([int(x) for x in args.files.split(",")], args.repeats, args.corpus)
+        bench_many([int(x) for x in args.files.split(",")], args.repeats, args.corpus, args.workers)
     if "blocks" in parts:
         bench_blocks([int(x) for x in args.block_sizes.split(",")], args.repeats, args.bulk)
     print(f"\nload average {os.getloadavg()[0]:.1f}; machine check {machine_check():.0f} ms")
