@@ -124,6 +124,21 @@ class TestANewAgentCommitsOnce:
         assert committed(agent, "SELECT count(*) FROM sessions") == [(1,)]
         assert committed(agent, "SELECT value FROM agent_meta WHERE key = 'name'") == [("waits",)]
 
+    def test_a_script_that_exits_without_closing_keeps_them(self, tmp_path):
+        import subprocess
+        import sys
+
+        script = ("from agentlab import Agent, get_agent\n"
+                  "from agentlab.session.manager import SessionManager\n"
+                  "from agentlab.store import deferred\n"
+                  "deferred.DELAY = 3600\n"
+                  "class Notes(Agent):\n    pass\n"
+                  f"agent = get_agent(Notes, 'quitter', root={str(tmp_path)!r})\n"
+                  "SessionManager(agent).create('never closed')\n")
+        subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+        agent = get_agent(Notes, "quitter", root=tmp_path)
+        assert [s.name for s in SessionManager(agent).list()] == ["never closed"]
+
     def test_a_failed_write_keeps_the_held_writes_once_each(self):
         agent, manager, info = first_steps()
         store = agent.store

@@ -9,7 +9,8 @@ user SQL or :data:`DELAY` seconds passing commit it too.
 Invariants:
 
 * Only a store whose file it has just created, with nothing committed to it since and no SQL of the user run on it,
-  holds writes; any other store commits a deferred write at once, as it always did.
+  holds writes; any other store commits a deferred write at once, as it always did. A process that exits
+  normally commits every store's held writes, closed or not.
 * Every read of the store (same connection) sees held writes; other processes cannot open the file (DuckDB's lock),
   and the store's second connections (the search index's) read committed rows only, as ever.
 * A transaction or statement that fails inside the held transaction rolls back its own work only: the held writes
@@ -20,6 +21,7 @@ Invariants:
 
 from __future__ import annotations
 
+import atexit
 import os
 import threading
 import time
@@ -76,7 +78,19 @@ def _forget_after_fork() -> None:
     _state.update(thread=None, condition=threading.Condition())
 
 
+def _flush_all() -> None:
+    """At exit: commit what every store still holds (a script that never closes its agents keeps its writes)."""
+    with _state["condition"]:
+        refs = [ref for _, ref in _due.values()]
+        _due.clear()
+    for ref in refs:
+        held = ref()
+        if held is not None:
+            held.due()
+
+
 os.register_at_fork(after_in_child=_forget_after_fork)
+atexit.register(_flush_all)
 
 
 class HeldWrites:
