@@ -57,9 +57,9 @@ DEFAULT_TABLES = ("messages",)
 """The tables :func:`open_many` reads at once unless told otherwise; any other table is read when a query names it."""
 
 WORKERS = 2
-"""Connections reading batches side by side. Two read 5,000 small agents in about 60 % of one's wall time when the
-machine has a core to spare, and cost about a fifth more CPU (they contend for DuckDB's catalog and the GIL), so
-on a machine whose cores are all busy one is faster: set ``agentlab.frames.multi.WORKERS = 1`` there."""
+"""Connections reading batches side by side. On this project's 2-core VM two read small agents in 60-75 % of one's
+wall time when a core is free, and use 7-28 % more CPU (they contend for DuckDB's catalog and the GIL), so on a
+machine whose cores are all busy one is faster: set ``agentlab.frames.multi.WORKERS = 1`` there."""
 _MISSING = re.compile(r"Table with name (.+?) does not exist")
 
 
