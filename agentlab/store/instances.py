@@ -28,7 +28,10 @@ from typing import Any
 __all__ = ["SPARES", "open_new", "ready", "spare_count", "start"]
 
 SPARES = 1
-"""Instances kept ready once the process has created an agent file (0 turns spares off)."""
+"""Instances kept ready once the process has created an agent file (0 turns spares off). A spare takes starting an
+instance off the creation of an agent when a core is free (on this project's 2-core VM, p50 17-21 ms instead of 29
+for a new agent, its first session and first message); it costs the same CPU and 2-5 ms more per agent, so a
+machine whose cores are all busy is better off with 0."""
 
 _lock = threading.Condition()
 _spares: list[Any] = []
