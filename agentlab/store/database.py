@@ -16,6 +16,8 @@ Invariants:
   :class:`SchemaTooNewError` unless opened read-only, and pending migrations are applied at open. A file held
   read-write by another process raises :class:`AgentLockedError`, never DuckDB's raw IO error. A read-only
   store refuses writes with :class:`ReadOnlyAgentError`.
+* A new file's first writes may be held (:meth:`Store.defer`, :mod:`agentlab.store.deferred`): visible to every
+  read of the store at once, durable with its next commit, at close, or half a second later.
 * A write that committed returns normally. When DuckDB's automatic checkpoint fails after a durable
   commit (a full disk), the store reopens its connection, warns with :class:`CheckpointWarning` and
   reports it in :attr:`Store.health` until a checkpoint succeeds again. A write that did not commit
@@ -26,15 +28,12 @@ from __future__ import annotations
 
 import os
 import threading
-import time
-import warnings
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import duckdb
 
@@ -43,19 +42,39 @@ from agentlab.errors import (
     AgentDestroyedError,
     AgentFileError,
     AgentlabError,
-    CheckpointWarning,
     DiskFullError,
     ReadOnlyAgentError,
     SqlError,
     StoreInUseError,
 )
+from agentlab.store import instances
+from agentlab.store.caches import DerivedCaches
 from agentlab.store.close_hooks import CloseHooks
-from agentlab.store.files import DURABLE, MEMORY, connect, create_file, is_disk_full, migrate, open_reason
-from agentlab.store.materialised import Materialised as _Materialised
+from agentlab.store.deferred import HeldWrites
+from agentlab.store.files import (
+    BLOCK_SIZE,
+    CONFIG,
+    DURABLE,
+    MEMORY,
+    connect,
+    create_file,
+    is_disk_full,
+    migrate,
+    open_reason,
+)
+from agentlab.store.health import CheckpointHealth, StoreHealth
 from agentlab.store.migrations import MIGRATIONS, Migration
+from agentlab.store.results import Fetched, Materialised
 from agentlab.store.stamp import FileStamper
 
-T = TypeVar("T")
+_WRITES = (duckdb.StatementType.INSERT, duckdb.StatementType.UPDATE, duckdb.StatementType.DELETE)
+
+
+def _invalidated(exc: BaseException) -> bool:
+    """Whether DuckDB gave up on the connection's database: a fatal error, or a failed checkpoint of a database
+    opened with ATTACH (a spare instance's), which DuckDB reports as an IO error."""
+    return isinstance(exc, duckdb.FatalException) or (isinstance(exc, duckdb.Error) and "invalidated" in str(exc))
+
 
 # One live store per file in this process, keyed by the file's real path.
 _open_files: weakref.WeakValueDictionary[str, Store] = weakref.WeakValueDictionary()
@@ -66,31 +85,15 @@ def _file_key(path: str) -> str:
     return os.path.realpath(os.path.abspath(path))
 
 
-@dataclass(frozen=True)
-class StoreHealth:
-    """Whether the store's file is fully checkpointed, and what went wrong if not.
-
-    Attributes:
-        ok: False while the last automatic checkpoint failed and no checkpoint has succeeded since. Every
-            committed write is still durable (in DuckDB's write-ahead log) and readable.
-        error: DuckDB's message for the failed checkpoint, or None.
-        since: When the store became unhealthy (UTC), or None.
-        reopened: How many times the store reopened its connection after DuckDB invalidated it.
-    """
-
-    ok: bool = True
-    error: str | None = None
-    since: datetime | None = None
-    reopened: int = 0
-
-
-class Store(CloseHooks):
+class Store(DerivedCaches, CheckpointHealth, CloseHooks):
     """An open DuckDB database with agentlab's schema applied.
 
     Args:
         path: A file path, or ``":memory:"`` for a throwaway database (tests, evaluation).
         read_only: Open without write access. Several read-only processes may share a file.
         migrations: The schema steps to apply (defaults to :data:`agentlab.store.migrations.MIGRATIONS`).
+        block_size: DuckDB's block size for a file this call creates (default
+            :data:`agentlab.store.files.BLOCK_SIZE`); an existing file keeps the size it was made with.
 
     Raises:
         AgentLockedError: Another process holds the file read-write.
@@ -107,6 +110,7 @@ class Store(CloseHooks):
         *,
         read_only: bool = False,
         migrations: Sequence[Migration] | None = None,
+        block_size: int = BLOCK_SIZE,
     ) -> None:
         self.path = str(path)
         self.read_only = read_only
@@ -117,19 +121,17 @@ class Store(CloseHooks):
         self._destroyed = False
         self._health = StoreHealth()
         self._last_checkpoint_try = 0.0
-        # Callbacks for in-memory caches derived from the file (parent maps, postings, FAISS):
-        # they run after the outermost COMMIT, or after a ROLLBACK, so a cache never holds a
-        # change the file does not have.
-        self._after_commit: list[Callable[[], object]] = []
-        self._after_rollback: list[Callable[[], object]] = []
-        # Callbacks that drop every derived cache: run after SQL that agentlab did not write itself
-        # (agent.sql) may have changed the file, so no cache outlives a change made behind its back.
-        self._outside_write: list[Callable[[], None]] = []
-        self._derived: dict[str, Any] = {}
+        DerivedCaches.__init__(self)
         # Derived files beside the file (a search index) are saved around close (CloseHooks.on_close) and compare
         # outside_writes (note_outside_write calls) and opened_stamp (the file's stamp at open) with theirs.
         CloseHooks.__init__(self)
-        self.outside_writes, self.opened_stamp, self._stamper = 0, None, FileStamper(None)
+        self.outside_writes, self._stamper = 0, FileStamper(None)
+        self.opened_stamp: str | None = None
+        self._held = HeldWrites(self.flush)
+        # True while the file is one this store just created from the template, with nothing committed since and
+        # no SQL of the user run on it: its tables are as the template left them (empty), and writes may be held.
+        self.fresh = False
+        self._in_spare = False  # opened in a spare instance (agentlab.store.instances), for tests
         steps = MIGRATIONS if migrations is None else migrations
         if self.path == MEMORY:
             self._conn = connect(self.path, False)
@@ -147,11 +149,18 @@ class Store(CloseHooks):
                 raise FileNotFoundError(
                     f"No agent file at {self.path}; open it once without read_only=True to create it."
                 )
-            if not read_only and not file.exists():
-                create_file(file, steps)
+            created = not read_only and not file.exists() and create_file(file, steps, block_size)
             self._stamper = FileStamper(self.path)  # before DuckDB locks the file, closed after it lets go
-            self._conn = connect(self.path, read_only)
-            self._migrate_or_close(steps)
+            if created:
+                # The file is this process's template, fully migrated: no checks to run, and a spare DuckDB
+                # instance (started ahead) opens it without the 10 ms a new instance costs.
+                instances.start(CONFIG)
+                spare = instances.open_new(self.path)
+                self._conn = spare or connect(self.path, False)
+                self.fresh, self._in_spare = True, spare is not None
+            else:
+                self._conn = connect(self.path, read_only)
+                self._migrate_or_close(steps)
             self.opened_stamp = self.stamp()
         except BaseException:
             with _open_files_lock:
@@ -190,20 +199,25 @@ class Store(CloseHooks):
     def closed(self) -> bool:
         return self._closed_by_user
 
-    @property
-    def health(self) -> StoreHealth:
-        """Whether the file is fully checkpointed (see :class:`StoreHealth`)."""
-        return self._health
-
     def close(self) -> None:
-        """Close the connection and release the file lock. Safe to call twice.
+        """Commit held writes, close the connection and release the file lock. Safe to call twice.
 
-        Callbacks of :meth:`on_close` run around it; one that fails is reported as a warning and the close goes on.
+        Raises:
+            DiskFullError: Held writes (a new agent's first ones) could not be committed; the file is closed
+                without them.
         """
+        with self.lock:
+            try:
+                self.flush()
+            finally:
+                self._close_connection()
+
+    def _close_connection(self) -> None:
         with self.lock:
             if not self._closed_by_user and self._conn is not None:
                 self._run_close_hooks(before=True)
             self._closed_by_user = True
+            self._held.cancel()
             if self._conn is not None:
                 try:
                     self._conn.close()
@@ -228,7 +242,7 @@ class Store(CloseHooks):
         :class:`~agentlab.errors.AgentDestroyedError`. Safe to call twice."""
         with self.lock:
             self._destroyed = True
-            self.close()
+            self._close_connection()  # held writes go with the file
         if self.path != MEMORY:
             from agentlab.store.files import remove_database_files
 
@@ -252,58 +266,11 @@ class Store(CloseHooks):
             if raise_errors:
                 raise
             return
+        if self._held:
+            self._rehold(self._conn)  # they were in the old connection's open transaction
         # Objects registered on the old connection are gone: let every derived cache rebuild from the file.
         for callback in list(self._outside_write):
             callback()
-
-    def _mark_unhealthy(self, exc: BaseException) -> None:
-        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        if self._health.ok:
-            self._health = replace(self._health, ok=False, error=message, since=datetime.now(UTC))
-            warnings.warn(
-                f"{self.path}: the write was stored, but DuckDB's checkpoint failed ({message}). Every committed "
-                "write is safe in the write-ahead log; free disk space and the store checkpoints again by itself "
-                "(see store.health).",
-                CheckpointWarning,
-                stacklevel=4,
-            )
-        self._reopen()
-
-    def _after_durable_commit(self, *, may_checkpoint: bool = True) -> None:
-        """While unhealthy, notice (or try, at most every few seconds) a checkpoint that succeeds again.
-
-        ``may_checkpoint`` is False where a statement's result is still to be read: a CHECKPOINT would discard it.
-        """
-        if self._health.ok or self.path == MEMORY or self._conn is None:
-            return
-        wal = Path(self.path + ".wal")
-        if not wal.exists() or wal.stat().st_size == 0:
-            self._health = replace(self._health, ok=True, error=None, since=None)
-            return
-        if not may_checkpoint:
-            return
-        now = time.monotonic()
-        if now - self._last_checkpoint_try < 5.0:
-            return
-        self._last_checkpoint_try = now
-        self.checkpoint()
-
-    def checkpoint(self) -> bool:
-        """Write the WAL into the file now; returns whether it worked and updates :attr:`health`.
-
-        A failed checkpoint (a full disk) changes no data: the store reopens its connection and stays
-        readable and writable for whatever the disk can still hold.
-        """
-        with self.lock:
-            if self._depth:
-                return False
-            try:
-                self.conn.execute("CHECKPOINT")
-            except duckdb.Error as exc:
-                self._mark_unhealthy(exc)
-                return False
-            self._health = replace(self._health, ok=True, error=None, since=None)
-            return True
 
     # -- transactions --------------------------------------------------------------------------
 
@@ -325,14 +292,15 @@ class Store(CloseHooks):
                 finally:
                     self._depth -= 1
                 return
-            conn.execute("BEGIN TRANSACTION")
+            if not self._held:  # else the open transaction holding a new file's first writes carries this one
+                conn.execute("BEGIN TRANSACTION")
             self._depth = 1
             durable_failure: BaseException | None = None
             try:
                 yield conn
                 try:
                     conn.execute("COMMIT")
-                except duckdb.FatalException as exc:
+                except duckdb.Error as exc:
                     if DURABLE not in str(exc):
                         raise
                     durable_failure = exc
@@ -345,14 +313,18 @@ class Store(CloseHooks):
                         conn.execute("ROLLBACK")
                     except duckdb.Error:
                         pass  # the failed COMMIT already ended the transaction
+                    if self._held and not _invalidated(exc):
+                        self._rehold(conn)
                 for callback in callbacks:
                     callback()
-                if isinstance(exc, duckdb.FatalException):
+                if _invalidated(exc):
                     self._reopen()
                 if isinstance(exc, duckdb.Error) and is_disk_full(exc):
                     raise DiskFullError(self.path, "committing a write") from exc
                 raise
             self._depth = 0
+            self._held.committed()
+            self.fresh = False
             callbacks, self._after_commit = self._after_commit, []
             self._after_rollback = []
             for callback in callbacks:
@@ -362,54 +334,47 @@ class Store(CloseHooks):
             else:
                 self._after_durable_commit()
 
-    def after_commit(self, callback: Callable[[], object]) -> None:
-        """Run ``callback`` once the current transaction commits (at once if none is open).
+    def defer(self, query: str, params: Sequence[Any] = ()) -> None:
+        """Run a write; on a new file with nothing committed yet, commit it with the store's next commit.
 
-        Used to update in-memory caches only with changes that reached the file.
+        A new agent's name and first session are written this way, so that they reach the disk in the same
+        commit as the first message (one durable commit instead of three). Every read of this store sees the
+        write at once. It is committed by the next transaction or write of the store, by :meth:`flush`,
+        :meth:`close`, user SQL, or :data:`agentlab.store.deferred.DELAY` seconds later; a crash before that
+        loses it. On any other store (or inside a transaction) it is an ordinary write.
+
+        Raises:
+            ReadOnlyAgentError: The store is read-only.
+            SqlError: DuckDB rejected the statement (nothing is held).
         """
+        self.require_writable()
         with self.lock:
-            if self._depth:
-                self._after_commit.append(callback)
+            if self.fresh and not self._depth:
+                try:
+                    self._held.add(self.conn, query, params)
+                except duckdb.Error as exc:
+                    raise self._translate(exc, query) from exc
                 return
-        callback()
+            with self.transaction() as conn:
+                conn.execute(query, list(params)).fetchall()
 
-    def after_rollback(self, callback: Callable[[], object]) -> None:
-        """Run ``callback`` if the current transaction rolls back (never if none is open).
+    def flush(self) -> None:
+        """Commit the writes held by :meth:`defer` now (nothing happens when none are held).
 
-        Used to drop caches that were updated optimistically inside the transaction.
+        Raises:
+            DiskFullError: The commit failed for lack of disk space; the writes stay held.
         """
         with self.lock:
-            if self._depth:
-                self._after_rollback.append(callback)
+            if self._held and not self._depth and not self._closed_by_user and self._conn is not None:
+                with self.transaction():
+                    pass
 
-    def derived(self, key: str, make: Callable[[], T], *, reset: Callable[[T], None] | None = None) -> T:
-        """The store's one ``key`` object (a cache derived from the file), made by ``make()`` on first use.
-
-        ``reset(obj)`` is registered with :meth:`on_outside_write`. The object lives as long as the store, so it
-        should refer back to the store weakly.
-        """
-        with self.lock:
-            if key not in self._derived:
-                obj = self._derived[key] = make()
-                if reset is not None:
-                    self._outside_write.append(lambda: reset(obj))
-            return self._derived[key]
-
-    def on_outside_write(self, callback: Callable[[], None]) -> None:
-        """Register ``callback`` to drop a derived cache whenever :meth:`note_outside_write` is called."""
-        with self.lock:
-            self._outside_write.append(callback)
-
-    def note_outside_write(self) -> None:
-        """Say that statements agentlab did not write (``agent.sql``) may have changed the file.
-
-        Every derived cache (message map and texts, search views, FAISS indexes) is dropped and rebuilt
-        from the file when next needed. The callbacks run under :attr:`lock`, so they must take no other lock.
-        """
-        with self.lock:
-            self.outside_writes += 1
-            for callback in list(self._outside_write):
-                callback()
+    def _rehold(self, conn: duckdb.DuckDBPyConnection) -> None:
+        """Run the held writes again after a rollback or a new connection dropped them (dropped if that fails)."""
+        try:
+            self._held.rolled_back(conn)
+        except duckdb.Error:
+            self.fresh = False  # held writes lost; the name is written again at the next open
 
     @property
     def in_transaction(self) -> bool:
@@ -433,19 +398,47 @@ class Store(CloseHooks):
         """
         with self.lock:
             conn = self.conn
+            if self._held and not self._depth:
+                held = self._execute_held(query, params)
+                if held is not None:
+                    return held
             try:
                 cursor = conn.execute(query, params) if params is not None else conn.execute(query)
             except duckdb.Error as exc:
-                if isinstance(exc, duckdb.FatalException) and DURABLE in str(exc) and not self._depth:
+                if DURABLE in str(exc) and not self._depth:
                     # An autocommitted statement that is stored; only the checkpoint after it failed.
                     self._mark_unhealthy(exc)
                     return self.conn.execute("SELECT NULL WHERE false")
-                if isinstance(exc, duckdb.FatalException):
+                if _invalidated(exc):
                     self._reopen()
                 raise self._translate(exc, query) from exc
             if not self._depth and not self._health.ok:
                 self._after_durable_commit(may_checkpoint=False)
             return cursor
+
+    def _execute_held(self, query: str, params: Sequence[Any] | dict[str, Any] | None) -> Any | None:
+        """A statement while writes are held: a query runs in their transaction, one INSERT, UPDATE or DELETE
+        commits with them; anything else commits them first and returns None (the caller runs it as usual)."""
+        try:
+            kinds = [statement.type for statement in duckdb.extract_statements(query)]
+        except duckdb.Error:
+            kinds = []
+        conn = self.conn
+        if kinds and all(kind == duckdb.StatementType.SELECT for kind in kinds):
+            try:
+                return conn.execute(query, params) if params is not None else conn.execute(query)
+            except duckdb.Error as exc:
+                self._rehold(conn)  # the error aborted their transaction
+                raise self._translate(exc, query) from exc
+        if len(kinds) == 1 and kinds[0] in _WRITES:
+            try:
+                with self.transaction() as conn:
+                    # read the statement's rows (an UPDATE ... RETURNING) before COMMIT replaces the result
+                    return Fetched(conn.execute(query, params) if params is not None else conn.execute(query))
+            except duckdb.Error as exc:
+                raise self._translate(exc, query) from exc
+        self.flush()
+        return None
 
     def relation(self, query: str, params: Sequence[Any] | None = None) -> Any:
         """Run a query and return a materialised result that converts to pandas or Arrow.
@@ -456,13 +449,15 @@ class Store(CloseHooks):
         with self.lock:
             try:
                 rel = self.conn.sql(query, params=list(params) if params else None)
-                return _Materialised(rel.to_arrow_table() if rel is not None else None)
+                return Materialised(rel.to_arrow_table() if rel is not None else None)
             except duckdb.Error as exc:
-                if isinstance(exc, duckdb.FatalException) and DURABLE in str(exc) and not self._depth:
+                if DURABLE in str(exc) and not self._depth:
                     self._mark_unhealthy(exc)
-                    return _Materialised(None)
-                if isinstance(exc, duckdb.FatalException):
+                    return Materialised(None)
+                if _invalidated(exc):
                     self._reopen()
+                elif self._held and not self._depth:
+                    self._rehold(self.conn)  # the error aborted their transaction
                 raise self._translate(exc, query) from exc
 
     def _translate(self, exc: duckdb.Error, query: str) -> AgentlabError:
