@@ -16,24 +16,24 @@ Invariants:
   :class:`SchemaTooNewError` unless opened read-only, and pending migrations are applied at open. A file held
   read-write by another process raises :class:`AgentLockedError`, never DuckDB's raw IO error. A read-only
   store refuses writes with :class:`ReadOnlyAgentError`.
-* A new file's first writes may be held (:meth:`Store.defer`, :mod:`agentlab.store.deferred`): visible to every
+* A new file's agent name may be held (:meth:`Store.defer`, :mod:`agentlab.store.deferred`): visible to every
   read of the store at once, durable with its next commit, at close, or half a second later.
 * A write that committed returns normally. When DuckDB's automatic checkpoint fails after a durable
   commit (a full disk), the store reopens its connection, warns with :class:`CheckpointWarning` and
   reports it in :attr:`Store.health` until a checkpoint succeeds again. A write that did not commit
   because the disk is full raises :class:`DiskFullError` and stores nothing.
+* The store is made of parts it holds: its derived caches' callbacks (:mod:`agentlab.store.caches`), its close
+  hooks (:mod:`agentlab.store.close_hooks`), its checkpoint health (:mod:`agentlab.store.health`), its held writes
+  and the file's stamp (:mod:`agentlab.store.stamp`); it forwards the methods callers use.
 """
 
 from __future__ import annotations
 
-import os
 import threading
-import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 
@@ -44,10 +44,8 @@ from agentlab.errors import (
     AgentlabError,
     DiskFullError,
     ReadOnlyAgentError,
-    SqlError,
-    StoreInUseError,
 )
-from agentlab.store import instances
+from agentlab.store import instances, registry
 from agentlab.store.caches import DerivedCaches
 from agentlab.store.close_hooks import CloseHooks
 from agentlab.store.deferred import HeldWrites
@@ -63,29 +61,15 @@ from agentlab.store.files import (
     open_reason,
 )
 from agentlab.store.health import CheckpointHealth, StoreHealth
+from agentlab.store.materialised import Materialised
 from agentlab.store.migrations import MIGRATIONS, Migration
-from agentlab.store.results import Fetched, Materialised
+from agentlab.store.results import invalidated, statement_error
 from agentlab.store.stamp import FileStamper
 
-_WRITES = (duckdb.StatementType.INSERT, duckdb.StatementType.UPDATE, duckdb.StatementType.DELETE)
+T = TypeVar("T")
 
 
-def _invalidated(exc: BaseException) -> bool:
-    """Whether DuckDB gave up on the connection's database: a fatal error, or a failed checkpoint of a database
-    opened with ATTACH (a spare instance's), which DuckDB reports as an IO error."""
-    return isinstance(exc, duckdb.FatalException) or (isinstance(exc, duckdb.Error) and "invalidated" in str(exc))
-
-
-# One live store per file in this process, keyed by the file's real path.
-_open_files: weakref.WeakValueDictionary[str, Store] = weakref.WeakValueDictionary()
-_open_files_lock = threading.Lock()
-
-
-def _file_key(path: str) -> str:
-    return os.path.realpath(os.path.abspath(path))
-
-
-class Store(DerivedCaches, CheckpointHealth, CloseHooks):
+class Store:
     """An open DuckDB database with agentlab's schema applied.
 
     Args:
@@ -94,6 +78,12 @@ class Store(DerivedCaches, CheckpointHealth, CloseHooks):
         migrations: The schema steps to apply (defaults to :data:`agentlab.store.migrations.MIGRATIONS`).
         block_size: DuckDB's block size for a file this call creates (default
             :data:`agentlab.store.files.BLOCK_SIZE`); an existing file keeps the size it was made with.
+
+    Attributes:
+        fresh: True while the file is one this store just created from the template, with nothing committed since
+            and no SQL of the user run on it: its tables are as the template left them, and writes may be held.
+        outside_writes: How many times :meth:`note_outside_write` was called (derived files compare it).
+        opened_stamp: The file's :meth:`stamp` when the store opened it.
 
     Raises:
         AgentLockedError: Another process holds the file read-write.
@@ -119,55 +109,44 @@ class Store(DerivedCaches, CheckpointHealth, CloseHooks):
         self._conn: duckdb.DuckDBPyConnection | None = None
         self._closed_by_user = False
         self._destroyed = False
-        self._health = StoreHealth()
-        self._last_checkpoint_try = 0.0
-        DerivedCaches.__init__(self)
-        # Derived files beside the file (a search index) are saved around close (CloseHooks.on_close) and compare
-        # outside_writes (note_outside_write calls) and opened_stamp (the file's stamp at open) with theirs.
-        CloseHooks.__init__(self)
-        self.outside_writes, self._stamper = 0, FileStamper(None)
-        self.opened_stamp: str | None = None
-        self._held = HeldWrites(self.flush)
-        # True while the file is one this store just created from the template, with nothing committed since and
-        # no SQL of the user run on it: its tables are as the template left them (empty), and writes may be held.
+        self._checks = CheckpointHealth(self.path)
+        self._caches = DerivedCaches(self.lock)
+        self._hooks = CloseHooks(self.lock)
+        self._held = HeldWrites(self)
         self.fresh = False
         self._in_spare = False  # opened in a spare instance (agentlab.store.instances), for tests
+        self.outside_writes, self._stamper = 0, FileStamper(None)
+        self.opened_stamp: str | None = None
         steps = MIGRATIONS if migrations is None else migrations
         if self.path == MEMORY:
             self._conn = connect(self.path, False)
             self._migrate_or_close(steps)
             return
-        key = _file_key(self.path)
-        with _open_files_lock:
-            other = _open_files.get(key)
-            if other is not None and not other.closed:
-                raise StoreInUseError(self.path)
-            _open_files[key] = self
+        registry.claim(self.path, self)
         try:
-            file = Path(self.path)
-            if read_only and not file.exists():
-                raise FileNotFoundError(
-                    f"No agent file at {self.path}; open it once without read_only=True to create it."
-                )
-            created = not read_only and not file.exists() and create_file(file, steps, block_size)
-            self._stamper = FileStamper(self.path)  # before DuckDB locks the file, closed after it lets go
-            if created:
-                # The file is this process's template, fully migrated: no checks to run, and a spare DuckDB
-                # instance (started ahead) opens it without the 10 ms a new instance costs.
-                instances.start(CONFIG)
-                spare = instances.open_new(self.path)
-                self._conn = spare or connect(self.path, False)
-                self.fresh, self._in_spare = True, spare is not None
-            else:
-                self._conn = connect(self.path, read_only)
-                self._migrate_or_close(steps)
-            self.opened_stamp = self.stamp()
+            self._open_file(steps, block_size)
         except BaseException:
-            with _open_files_lock:
-                if _open_files.get(key) is self:
-                    del _open_files[key]
+            registry.release(self.path, self)
             self._stamper.close()
             raise
+
+    def _open_file(self, steps: Sequence[Migration], block_size: int) -> None:
+        file = Path(self.path)
+        if self.read_only and not file.exists():
+            raise FileNotFoundError(f"No agent file at {self.path}; open it once without read_only=True to create it.")
+        created = not self.read_only and not file.exists() and create_file(file, steps, block_size)
+        self._stamper = FileStamper(self.path)  # before DuckDB locks the file, closed after it lets go
+        if created:
+            # The file is this process's template, fully migrated: no checks to run, and a spare DuckDB
+            # instance (started ahead) opens it without the 10 ms a new instance costs.
+            instances.start(CONFIG)
+            spare = instances.open_new(self.path)
+            self._conn = spare or connect(self.path, False)
+            self.fresh, self._in_spare = True, spare is not None
+        else:
+            self._conn = connect(self.path, self.read_only)
+            self._migrate_or_close(steps)
+        self.opened_stamp = self.stamp()
 
     def _migrate_or_close(self, migrations: Sequence[Migration]) -> None:
         try:
@@ -179,8 +158,6 @@ class Store(DerivedCaches, CheckpointHealth, CloseHooks):
             self.close()
             raise
 
-    # -- connection ----------------------------------------------------------------------------
-
     @property
     def conn(self) -> duckdb.DuckDBPyConnection:
         """The raw DuckDB connection. Hold :attr:`lock` while using it."""
@@ -188,9 +165,7 @@ class Store(DerivedCaches, CheckpointHealth, CloseHooks):
             if self._destroyed:
                 raise AgentDestroyedError(f"The agent file {self.path} was destroyed; get_agent() makes a new one.")
             if self._closed_by_user:
-                raise AgentClosedError(
-                    f"The store {self.path} is closed; open the agent again with get_agent()."
-                )
+                raise AgentClosedError(f"The store {self.path} is closed; open the agent again with get_agent().")
             self._reopen(raise_errors=True)  # an earlier reopen failed: try again now
         assert self._conn is not None
         return self._conn
@@ -199,12 +174,19 @@ class Store(DerivedCaches, CheckpointHealth, CloseHooks):
     def closed(self) -> bool:
         return self._closed_by_user
 
+    @property
+    def health(self) -> StoreHealth:
+        """Whether the file is fully checkpointed (see :class:`~agentlab.store.health.StoreHealth`)."""
+        return self._checks.state
+
     def close(self) -> None:
         """Commit held writes, close the connection and release the file lock. Safe to call twice.
 
+        Callbacks of :meth:`on_close` run around it; one that fails is reported as a warning and the close goes on.
+
         Raises:
-            DiskFullError: Held writes (a new agent's first ones) could not be committed; the file is closed
-                without them.
+            DiskFullError: Held writes (a new agent's name) could not be committed; the file is closed without them
+                (the name is written again when the agent next opens).
         """
         with self.lock:
             try:
@@ -215,7 +197,7 @@ class Store(DerivedCaches, CheckpointHealth, CloseHooks):
     def _close_connection(self) -> None:
         with self.lock:
             if not self._closed_by_user and self._conn is not None:
-                self._run_close_hooks(before=True)
+                self._hooks.run(before=True)
             self._closed_by_user = True
             self._held.cancel()
             if self._conn is not None:
@@ -227,11 +209,12 @@ class Store(DerivedCaches, CheckpointHealth, CloseHooks):
                     self._conn = None
             self._stamper.close()
         if self.path != MEMORY:
-            with _open_files_lock:
-                key = _file_key(self.path)
-                if _open_files.get(key) is self:
-                    del _open_files[key]
-        self._run_close_hooks(before=False)
+            registry.release(self.path, self)
+        self._hooks.run(before=False)
+
+    def on_close(self, before: Callable[[], None], after: Callable[[], None] | None = None) -> None:
+        """Run ``before`` when the store closes, while it still holds the file, and ``after`` once it released it."""
+        self._hooks.add(before, after)
 
     def stamp(self) -> str | None:
         """:func:`~agentlab.store.stamp.file_stamp` of the file now (None in memory, or with commits in the log)."""
@@ -259,7 +242,7 @@ class Store(DerivedCaches, CheckpointHealth, CloseHooks):
                 old.close()
             except duckdb.Error:
                 pass
-        self._health = replace(self._health, reopened=self._health.reopened + 1)
+        self._checks.reopened()
         try:
             self._conn = connect(self.path, self.read_only)
         except AgentlabError:
@@ -267,16 +250,42 @@ class Store(DerivedCaches, CheckpointHealth, CloseHooks):
                 raise
             return
         if self._held:
-            self._rehold(self._conn)  # they were in the old connection's open transaction
+            self._held.rehold(self._conn)  # they were in the old connection's open transaction
         # Objects registered on the old connection are gone: let every derived cache rebuild from the file.
-        for callback in list(self._outside_write):
-            callback()
+        self._caches.outside_write()
 
-    # -- transactions --------------------------------------------------------------------------
+    def _mark_unhealthy(self, exc: BaseException) -> None:
+        self._checks.failed(exc)
+        self._reopen()
+
+    def _after_durable_commit(self, *, may_checkpoint: bool = True) -> None:
+        """While unhealthy, notice (or try, at most every few seconds) a checkpoint that succeeds again."""
+        if self._conn is not None and self._checks.should_checkpoint(may_checkpoint=may_checkpoint):
+            self.checkpoint()
+
+    def checkpoint(self) -> bool:
+        """Write the WAL into the file now; returns whether it worked and updates :attr:`health`.
+
+        A failed checkpoint (a full disk) changes no data: the store reopens its connection and stays
+        readable and writable for whatever the disk can still hold.
+        """
+        with self.lock:
+            if self._depth:
+                return False
+            self.flush()
+            try:
+                self.conn.execute("CHECKPOINT")
+            except duckdb.Error as exc:
+                self._mark_unhealthy(exc)
+                return False
+            self._checks.recovered()
+            return True
+
+    # -- transactions and derived caches ---------------------------------------------------------
 
     @contextmanager
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """Run a block atomically; nested uses join the outermost transaction.
+        """Run a block atomically; nested uses join the outermost transaction. Held writes commit with it.
 
         Raises:
             ReadOnlyAgentError: The store is read-only.
@@ -306,18 +315,15 @@ class Store(DerivedCaches, CheckpointHealth, CloseHooks):
                     durable_failure = exc
             except BaseException as exc:
                 self._depth = 0
-                callbacks, self._after_rollback = self._after_rollback, []
-                self._after_commit = []
                 if self._conn is not None:
                     try:
                         conn.execute("ROLLBACK")
                     except duckdb.Error:
                         pass  # the failed COMMIT already ended the transaction
-                    if self._held and not _invalidated(exc):
-                        self._rehold(conn)
-                for callback in callbacks:
-                    callback()
-                if _invalidated(exc):
+                    if self._held and not invalidated(exc):
+                        self._held.rehold(conn)
+                self._caches.rolled_back()
+                if invalidated(exc):
                     self._reopen()
                 if isinstance(exc, duckdb.Error) and is_disk_full(exc):
                     raise DiskFullError(self.path, "committing a write") from exc
@@ -325,23 +331,62 @@ class Store(DerivedCaches, CheckpointHealth, CloseHooks):
             self._depth = 0
             self._held.committed()
             self.fresh = False
-            callbacks, self._after_commit = self._after_commit, []
-            self._after_rollback = []
-            for callback in callbacks:
-                callback()
+            self._caches.committed()
             if durable_failure is not None:
                 self._mark_unhealthy(durable_failure)
             else:
                 self._after_durable_commit()
 
+    def after_commit(self, callback: Callable[[], object]) -> None:
+        """Run ``callback`` once the current transaction commits (at once if none is open).
+
+        Used to update in-memory caches only with changes that reached the file.
+        """
+        with self.lock:
+            if self._depth:
+                self._caches.add_after_commit(callback)
+                return
+        callback()
+
+    def after_rollback(self, callback: Callable[[], object]) -> None:
+        """Run ``callback`` if the current transaction rolls back (never if none is open).
+
+        Used to drop caches that were updated optimistically inside the transaction.
+        """
+        with self.lock:
+            if self._depth:
+                self._caches.add_after_rollback(callback)
+
+    def derived(self, key: str, make: Callable[[], T], *, reset: Callable[[T], None] | None = None) -> T:
+        """The store's one ``key`` object (a cache derived from the file), made by ``make()`` on first use.
+
+        ``reset(obj)`` runs at every :meth:`note_outside_write`. The object lives as long as the store, so it
+        should refer back to the store weakly.
+        """
+        return self._caches.derived(key, make, reset=reset)
+
+    def on_outside_write(self, callback: Callable[[], None]) -> None:
+        """Register ``callback`` to drop a derived cache whenever :meth:`note_outside_write` is called."""
+        self._caches.on_outside_write(callback)
+
+    def note_outside_write(self) -> None:
+        """Say that statements agentlab did not write (``agent.sql``) may have changed the file.
+
+        Every derived cache (message map and texts, search views, FAISS indexes) is dropped and rebuilt
+        from the file when next needed. The callbacks run under :attr:`lock`, so they must take no other lock.
+        """
+        with self.lock:
+            self.fresh = False
+            self.outside_writes += 1
+            self._caches.outside_write()
+
     def defer(self, query: str, params: Sequence[Any] = ()) -> None:
         """Run a write; on a new file with nothing committed yet, commit it with the store's next commit.
 
-        A new agent's name and first session are written this way, so that they reach the disk in the same
-        commit as the first message (one durable commit instead of three). Every read of this store sees the
-        write at once. It is committed by the next transaction or write of the store, by :meth:`flush`,
-        :meth:`close`, user SQL, or :data:`agentlab.store.deferred.DELAY` seconds later; a crash before that
-        loses it. On any other store (or inside a transaction) it is an ordinary write.
+        Only for writes that a crash may lose because they are written again (a new agent's name, which reaches the
+        disk with its first write). Every read of this store sees the write at once; it is committed by the next
+        transaction or write of the store, :meth:`flush`, :meth:`close`, user SQL, or
+        :data:`agentlab.store.deferred.DELAY` seconds later. On any other store it is an ordinary write.
 
         Raises:
             ReadOnlyAgentError: The store is read-only.
@@ -353,7 +398,7 @@ class Store(DerivedCaches, CheckpointHealth, CloseHooks):
                 try:
                     self._held.add(self.conn, query, params)
                 except duckdb.Error as exc:
-                    raise self._translate(exc, query) from exc
+                    raise statement_error(self.path, exc, query) from exc
                 return
             with self.transaction() as conn:
                 conn.execute(query, list(params)).fetchall()
@@ -369,22 +414,13 @@ class Store(DerivedCaches, CheckpointHealth, CloseHooks):
                 with self.transaction():
                     pass
 
-    def _rehold(self, conn: duckdb.DuckDBPyConnection) -> None:
-        """Run the held writes again after a rollback or a new connection dropped them (dropped if that fails)."""
-        try:
-            self._held.rolled_back(conn)
-        except duckdb.Error:
-            self.fresh = False  # held writes lost; the name is written again at the next open
-
     @property
     def in_transaction(self) -> bool:
         return self._depth > 0
 
     def require_writable(self) -> None:
         if self.read_only:
-            raise ReadOnlyAgentError(
-                f"{self.path} is open read-only; reopen it with read_only=False to write."
-            )
+            raise ReadOnlyAgentError(f"{self.path} is open read-only; reopen it with read_only=False to write.")
 
     # -- statements ----------------------------------------------------------------------------
 
@@ -399,7 +435,7 @@ class Store(DerivedCaches, CheckpointHealth, CloseHooks):
         with self.lock:
             conn = self.conn
             if self._held and not self._depth:
-                held = self._execute_held(query, params)
+                held = self._held.execute(query, params)
                 if held is not None:
                     return held
             try:
@@ -409,36 +445,12 @@ class Store(DerivedCaches, CheckpointHealth, CloseHooks):
                     # An autocommitted statement that is stored; only the checkpoint after it failed.
                     self._mark_unhealthy(exc)
                     return self.conn.execute("SELECT NULL WHERE false")
-                if _invalidated(exc):
+                if invalidated(exc):
                     self._reopen()
-                raise self._translate(exc, query) from exc
-            if not self._depth and not self._health.ok:
+                raise statement_error(self.path, exc, query) from exc
+            if not self._depth and not self._checks.state.ok:
                 self._after_durable_commit(may_checkpoint=False)
             return cursor
-
-    def _execute_held(self, query: str, params: Sequence[Any] | dict[str, Any] | None) -> Any | None:
-        """A statement while writes are held: a query runs in their transaction, one INSERT, UPDATE or DELETE
-        commits with them; anything else commits them first and returns None (the caller runs it as usual)."""
-        try:
-            kinds = [statement.type for statement in duckdb.extract_statements(query)]
-        except duckdb.Error:
-            kinds = []
-        conn = self.conn
-        if kinds and all(kind == duckdb.StatementType.SELECT for kind in kinds):
-            try:
-                return conn.execute(query, params) if params is not None else conn.execute(query)
-            except duckdb.Error as exc:
-                self._rehold(conn)  # the error aborted their transaction
-                raise self._translate(exc, query) from exc
-        if len(kinds) == 1 and kinds[0] in _WRITES:
-            try:
-                with self.transaction() as conn:
-                    # read the statement's rows (an UPDATE ... RETURNING) before COMMIT replaces the result
-                    return Fetched(conn.execute(query, params) if params is not None else conn.execute(query))
-            except duckdb.Error as exc:
-                raise self._translate(exc, query) from exc
-        self.flush()
-        return None
 
     def relation(self, query: str, params: Sequence[Any] | None = None) -> Any:
         """Run a query and return a materialised result that converts to pandas or Arrow.
@@ -454,18 +466,11 @@ class Store(DerivedCaches, CheckpointHealth, CloseHooks):
                 if DURABLE in str(exc) and not self._depth:
                     self._mark_unhealthy(exc)
                     return Materialised(None)
-                if _invalidated(exc):
+                if invalidated(exc):
                     self._reopen()
                 elif self._held and not self._depth:
-                    self._rehold(self.conn)  # the error aborted their transaction
-                raise self._translate(exc, query) from exc
-
-    def _translate(self, exc: duckdb.Error, query: str) -> AgentlabError:
-        if "read-only mode" in str(exc) or "read only mode" in str(exc):
-            return ReadOnlyAgentError(f"{self.path} is open read-only; reopen it with read_only=False to write.")
-        if is_disk_full(exc):
-            return DiskFullError(self.path, "running a statement")
-        return SqlError(query, exc)
+                    self._held.rehold(self.conn)  # the error aborted their transaction
+                raise statement_error(self.path, exc, query) from exc
 
     def rows(self, query: str, params: Sequence[Any] | dict[str, Any] | None = None) -> list[dict[str, Any]]:
         """Execute a query and return its rows as dicts (column name -> value)."""
@@ -485,8 +490,6 @@ class Store(DerivedCaches, CheckpointHealth, CloseHooks):
             # ("unfinished result"); drain it so the connection is free for any next call.
             cursor.fetchall()
             return None if row is None else row[0]
-
-    # -- migrations ----------------------------------------------------------------------------
 
     def applied_migrations(self) -> list[str]:
         """Names of the migrations recorded in this file, in the order they were applied."""

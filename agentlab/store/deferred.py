@@ -26,10 +26,12 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 __all__ = ["DELAY", "HeldWrites"]
+
+_WRITES = ("INSERT", "UPDATE", "DELETE")  # names of duckdb.StatementType members (duckdb is imported lazily)
 
 DELAY = 0.5
 """Seconds after which held writes are committed even if nothing else is written."""
@@ -94,11 +96,11 @@ atexit.register(_flush_all)
 
 
 class HeldWrites:
-    """The statements a store holds in its open transaction, to run again after a rollback."""
+    """The statements a store holds in its open transaction, to run again after a rollback (one per store)."""
 
-    def __init__(self, flush: Callable[[], object]) -> None:
+    def __init__(self, store: Any) -> None:
         self.statements: list[tuple[str, list[Any]]] = []
-        self._flush_ref = weakref.WeakMethod(flush) if hasattr(flush, "__self__") else (lambda: flush)
+        self._store = weakref.ref(store)  # the timer thread must not keep a store alive
 
     def __bool__(self) -> bool:
         return bool(self.statements)
@@ -119,13 +121,43 @@ class HeldWrites:
             _schedule(self)
         self.statements.append((query, list(params)))
 
+    def execute(self, query: str, params: Any) -> Any | None:
+        """A statement of the store while writes are held: a query runs in their transaction, one INSERT, UPDATE
+        or DELETE commits with them; anything else commits them first and returns None (the store runs it as
+        usual). Errors are the store's typed ones."""
+        import duckdb
+
+        from agentlab.store.results import Fetched, statement_error
+
+        store: Any = self._store()  # the store calling this method: alive
+        try:
+            kinds = [statement.type for statement in duckdb.extract_statements(query)]
+        except duckdb.Error:
+            kinds = []
+        conn = store.conn
+        if kinds and all(kind == duckdb.StatementType.SELECT for kind in kinds):
+            try:
+                return conn.execute(query, params) if params is not None else conn.execute(query)
+            except duckdb.Error as exc:
+                self.rehold(conn)  # the error aborted their transaction
+                raise statement_error(store.path, exc, query) from exc
+        if len(kinds) == 1 and kinds[0].name in _WRITES:
+            try:
+                with store.transaction() as conn:
+                    # read the statement's rows (an UPDATE ... RETURNING) before COMMIT replaces the result
+                    return Fetched(conn.execute(query, params) if params is not None else conn.execute(query))
+            except duckdb.Error as exc:
+                raise statement_error(store.path, exc, query) from exc
+        store.flush()
+        return None
+
     def due(self) -> None:
         """:data:`DELAY` has passed: commit (on the scheduling thread; a failure leaves the writes held for the next
         commit or the close, which report it)."""
-        flush = self._flush_ref()
-        if flush is not None:
+        store = self._store()
+        if store is not None:
             try:
-                flush()
+                store.flush()
             except Exception:  # nobody to tell here; the writes stay held
                 pass
 
@@ -133,6 +165,18 @@ class HeldWrites:
         """The open transaction committed: the writes are durable."""
         self.statements = []
         _unschedule(self)
+
+    def rehold(self, conn: Any) -> None:
+        """Run the held writes again after a rollback or a new connection dropped them; if that fails they are
+        dropped, and the store is no longer fresh (the agent's name is written again when it next opens)."""
+        import duckdb
+
+        try:
+            self.rolled_back(conn)
+        except duckdb.Error:
+            store = self._store()
+            if store is not None:
+                store.fresh = False
 
     def rolled_back(self, conn: Any) -> None:
         """Roll back the open transaction (if still open) and run the held writes again in a new one.

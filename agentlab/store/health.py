@@ -1,4 +1,4 @@
-"""Whether a store's file is fully checkpointed, and what a store does when DuckDB cannot checkpoint it.
+"""Whether a store's file is fully checkpointed, and when a store should try to checkpoint it again.
 
 A commit is durable once DuckDB's write-ahead log has it; folding the log into the file (a checkpoint) can still
 fail afterwards, on a full disk. Then the write stands, the store warns once with
@@ -8,21 +8,19 @@ in ``store.health`` until a checkpoint succeeds again, which it tries by itself 
 
 from __future__ import annotations
 
-import threading
 import time
 import warnings
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
-
-import duckdb
 
 from agentlab.errors import CheckpointWarning
 from agentlab.store.files import MEMORY
 
-__all__ = ["CheckpointHealth", "StoreHealth"]
+__all__ = ["RETRY_EVERY", "CheckpointHealth", "StoreHealth"]
+
+RETRY_EVERY = 5.0
+"""Seconds between a store's own checkpoint attempts while its file is not fully checkpointed."""
 
 
 @dataclass(frozen=True)
@@ -43,72 +41,47 @@ class StoreHealth:
     reopened: int = 0
 
 
-
 class CheckpointHealth:
-    """The checkpoint side of :class:`~agentlab.store.Store` (mixed into it)."""
+    """The checkpoint state of one store's file (:attr:`state`), and when to try a checkpoint again."""
 
-    lock: threading.RLock
-    path: str
-    _depth: int
-    _conn: Any
-    _health: StoreHealth
-    _last_checkpoint_try: float
-    conn: Any
-    _reopen: Callable[[], None]
-    flush: Callable[[], None]
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.state = StoreHealth()
+        self._last_try = 0.0
 
-    @property
-    def health(self) -> StoreHealth:
-        """Whether the file is fully checkpointed (see :class:`StoreHealth`)."""
-        return self._health
-
-    def _mark_unhealthy(self, exc: BaseException) -> None:
+    def failed(self, exc: BaseException) -> None:
+        """A checkpoint failed: become unhealthy (warning once, until :meth:`recovered`)."""
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        if self._health.ok:
-            self._health = replace(self._health, ok=False, error=message, since=datetime.now(UTC))
+        if self.state.ok:
+            self.state = replace(self.state, ok=False, error=message, since=datetime.now(UTC))
             warnings.warn(
                 f"{self.path}: the write was stored, but DuckDB's checkpoint failed ({message}). Every committed "
                 "write is safe in the write-ahead log; free disk space and the store checkpoints again by itself "
                 "(see store.health).",
                 CheckpointWarning,
-                stacklevel=4,
+                stacklevel=5,
             )
-        self._reopen()
 
-    def _after_durable_commit(self, *, may_checkpoint: bool = True) -> None:
-        """While unhealthy, notice (or try, at most every few seconds) a checkpoint that succeeds again.
+    def reopened(self) -> None:
+        self.state = replace(self.state, reopened=self.state.reopened + 1)
+
+    def recovered(self) -> None:
+        self.state = replace(self.state, ok=True, error=None, since=None)
+
+    def should_checkpoint(self, *, may_checkpoint: bool) -> bool:
+        """After a durable commit: whether to try a checkpoint now (at most every :data:`RETRY_EVERY` seconds while
+        unhealthy); an empty log means some checkpoint succeeded, and the state recovers without one.
 
         ``may_checkpoint`` is False where a statement's result is still to be read: a CHECKPOINT would discard it.
         """
-        if self._health.ok or self.path == MEMORY or self._conn is None:
-            return
+        if self.state.ok or self.path == MEMORY:
+            return False
         wal = Path(self.path + ".wal")
         if not wal.exists() or wal.stat().st_size == 0:
-            self._health = replace(self._health, ok=True, error=None, since=None)
-            return
-        if not may_checkpoint:
-            return
+            self.recovered()
+            return False
         now = time.monotonic()
-        if now - self._last_checkpoint_try < 5.0:
-            return
-        self._last_checkpoint_try = now
-        self.checkpoint()
-
-    def checkpoint(self) -> bool:
-        """Write the WAL into the file now; returns whether it worked and updates :attr:`health`.
-
-        A failed checkpoint (a full disk) changes no data: the store reopens its connection and stays
-        readable and writable for whatever the disk can still hold.
-        """
-        with self.lock:
-            if self._depth:
-                return False
-            self.flush()
-            try:
-                self.conn.execute("CHECKPOINT")
-            except duckdb.Error as exc:
-                self._mark_unhealthy(exc)
-                return False
-            self._health = replace(self._health, ok=True, error=None, since=None)
-            return True
-
+        if not may_checkpoint or now - self._last_try < RETRY_EVERY:
+            return False
+        self._last_try = now
+        return True

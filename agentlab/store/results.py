@@ -1,27 +1,14 @@
-"""What a :class:`~agentlab.store.Store` hands back besides DuckDB's own cursors: results already read out."""
+"""What a :class:`~agentlab.store.Store` hands back besides DuckDB's cursors: a write's rows read out before the commit
+that followed it, and typed errors for statements DuckDB rejected."""
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Fetched", "Materialised"]
+from agentlab.errors import AgentlabError, DiskFullError, ReadOnlyAgentError, SqlError
+from agentlab.store.files import is_disk_full
 
-
-class Materialised:
-    """A query result already copied out of DuckDB, as Arrow, convertible to pandas."""
-
-    def __init__(self, table: Any) -> None:
-        self._table = table
-
-    def to_arrow_table(self) -> Any:
-        return self._table
-
-    def df(self) -> Any:
-        import pandas as pd
-
-        if self._table is None:
-            return pd.DataFrame()
-        return self._table.to_pandas()
+__all__ = ["Fetched", "invalidated", "statement_error"]
 
 
 class Fetched:
@@ -40,3 +27,20 @@ class Fetched:
 
     def fetchone(self) -> tuple[Any, ...] | None:
         return self._rows.pop(0) if self._rows else None
+
+
+def statement_error(path: str, exc: Any, query: str) -> AgentlabError:
+    """The typed error for a statement DuckDB rejected on the store of ``path``."""
+    if "read-only mode" in str(exc) or "read only mode" in str(exc):
+        return ReadOnlyAgentError(f"{path} is open read-only; reopen it with read_only=False to write.")
+    if is_disk_full(exc):
+        return DiskFullError(path, "running a statement")
+    return SqlError(query, exc)
+
+
+def invalidated(exc: BaseException) -> bool:
+    """Whether DuckDB gave up on the connection's database: a fatal error, or a failed checkpoint of a database
+    opened with ATTACH (a spare instance's), which DuckDB reports as an IO error."""
+    import duckdb
+
+    return isinstance(exc, duckdb.FatalException) or (isinstance(exc, duckdb.Error) and "invalidated" in str(exc))
