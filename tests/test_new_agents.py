@@ -12,7 +12,7 @@ from agentlab import Agent, get_agent
 from agentlab.errors import SqlError
 from agentlab.session.manager import SessionManager
 from agentlab.session.session import Session
-from agentlab.store import database, deferred, files, instances
+from agentlab.store import agent_path, database, deferred, files, instances
 from tests.helpers import msg
 
 
@@ -74,19 +74,35 @@ def committed(agent, query):
 
 def first_steps(name="alice"):
     agent = get_agent(Notes, name)
-    manager = SessionManager(agent)
-    info = manager.create("first chat")
-    return agent, manager, info
+    return agent, SessionManager(agent)
+
+
+def name_on_disk(path):
+    """The agent name a file holds, read by DuckDB itself (the file closed), or None."""
+    conn = duckdb.connect(str(path), read_only=True)
+    try:
+        rows = conn.execute("SELECT value FROM agent_meta WHERE key = 'name'").fetchall()
+    finally:
+        conn.close()
+    return rows[0][0] if rows else None
 
 
 class TestANewAgentCommitsOnce:
-    def test_its_name_first_session_and_first_message_reach_the_disk_in_one_commit(self, commits):
-        agent, manager, info = first_steps()
-        manager.session(info.id).append_message(msg("m1"))
+    def test_its_name_and_first_message_reach_the_disk_in_one_commit(self, commits):
+        agent, _ = first_steps()
+        Session(agent).append_message(msg("m1"))
         assert sum(c.durable for c in commits) == 1
         assert committed(agent, "SELECT value FROM agent_meta WHERE key = 'name'") == [("alice",)]
+        assert committed(agent, "SELECT id, session_id FROM messages") == [("m1", "")]
+
+    def test_a_session_is_durable_when_created_and_carries_the_name_with_it(self, commits):
+        agent, manager = first_steps()
+        info = manager.create("first chat")
+        assert sum(c.durable for c in commits) == 1
         assert committed(agent, "SELECT name FROM sessions") == [("first chat",)]
-        assert committed(agent, "SELECT id FROM messages") == [("m1",)]
+        assert committed(agent, "SELECT value FROM agent_meta WHERE key = 'name'") == [("alice",)]
+        manager.session(info.id).append_message(msg("m1"))
+        assert sum(c.durable for c in commits) == 2
 
     def test_an_agent_that_exists_commits_each_write_as_before(self, commits):
         first_steps()[0].close()
@@ -96,68 +112,65 @@ class TestANewAgentCommitsOnce:
         assert commits[-1].durable == 2
         assert not agent.store.fresh
 
-    def test_every_read_sees_the_held_writes_before_they_are_committed(self):
-        agent, manager, info = first_steps()
-        assert committed(agent, "SELECT count(*) FROM sessions") == [(0,)]
-        assert [s.name for s in manager.list()] == ["first chat"] and manager.get(info.id).name == "first chat"
+    def test_every_read_sees_the_held_name_before_it_is_committed(self):
+        agent, manager = first_steps()
+        assert committed(agent, "SELECT count(*) FROM agent_meta") == [(0,)]
         assert agent.store.scalar("SELECT value FROM agent_meta WHERE key = 'name'") == "alice"
+        assert manager.list() == []
 
-    def test_a_message_in_the_default_session_commits_them_with_it(self):
-        agent, _, _ = first_steps()
-        Session(agent).append_message(msg("m1"))
-        assert committed(agent, "SELECT count(*) FROM sessions") == [(1,)]
-        assert committed(agent, "SELECT id, session_id FROM messages") == [("m1", "")]
-
-    def test_close_user_sql_and_the_delay_commit_them(self, monkeypatch):
-        agent, _, _ = first_steps("closed")
+    def test_close_user_sql_and_the_delay_commit_it(self, monkeypatch):
+        agent, _ = first_steps("closed")
         agent.close()
-        again = get_agent(Notes, "closed")
-        assert [s.name for s in SessionManager(again).list()] == ["first chat"]
-        agent, _, _ = first_steps("sql")
+        assert name_on_disk(agent.path) == "closed"
+        agent, _ = first_steps("sql")
         agent.sql("SELECT 1")
-        assert committed(agent, "SELECT count(*) FROM sessions") == [(1,)]
+        assert committed(agent, "SELECT value FROM agent_meta WHERE key = 'name'") == [("sql",)]
         monkeypatch.setattr(deferred, "DELAY", 0.05)
-        agent, _, _ = first_steps("waits")
+        agent, _ = first_steps("waits")
         deadline = time.monotonic() + 5
-        while committed(agent, "SELECT count(*) FROM sessions") != [(1,)] and time.monotonic() < deadline:
+        while committed(agent, "SELECT count(*) FROM agent_meta") != [(2,)] and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert committed(agent, "SELECT count(*) FROM sessions") == [(1,)]
         assert committed(agent, "SELECT value FROM agent_meta WHERE key = 'name'") == [("waits",)]
 
-    def test_a_script_that_exits_without_closing_keeps_them(self, tmp_path):
+    def test_a_script_that_exits_without_closing_keeps_it(self, tmp_path):
         import subprocess
         import sys
 
         script = ("from agentlab import Agent, get_agent\n"
-                  "from agentlab.session.manager import SessionManager\n"
                   "from agentlab.store import deferred\n"
                   "deferred.DELAY = 3600\n"
                   "class Notes(Agent):\n    pass\n"
-                  f"agent = get_agent(Notes, 'quitter', root={str(tmp_path)!r})\n"
-                  "SessionManager(agent).create('never closed')\n")
+                  f"agent = get_agent(Notes, 'quitter', root={str(tmp_path)!r})\n")
         subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
-        agent = get_agent(Notes, "quitter", root=tmp_path)
-        assert [s.name for s in SessionManager(agent).list()] == ["never closed"]
+        assert name_on_disk(agent_path("Notes", "quitter", tmp_path)) == "quitter"
 
-    def test_a_failed_write_keeps_the_held_writes_once_each(self):
-        agent, manager, info = first_steps()
+    def test_a_failed_write_keeps_the_held_name_once(self):
+        agent, manager = first_steps()
         store = agent.store
         with pytest.raises(RuntimeError), store.transaction() as conn:
             conn.execute("INSERT INTO agent_state VALUES ('cf_state_row_id', '1', 'server', now())")
             raise RuntimeError("the caller gave up")
         with pytest.raises(SqlError):
             store.execute("SELECT * FROM no_such_table")
-        manager.create("second chat")
-        manager.session(info.id).append_message(msg("m1"))
-        assert sorted(committed(agent, "SELECT name FROM sessions")) == [("first chat",), ("second chat",)]
+        manager.create("a chat")
         assert committed(agent, "SELECT count(*) FROM agent_meta") == [(2,)]
         assert committed(agent, "SELECT count(*) FROM agent_state") == [(0,)]
+        assert committed(agent, "SELECT name FROM sessions") == [("a chat",)]
 
     def test_a_write_that_returns_rows_still_returns_them(self):
-        agent, _, info = first_steps()
-        rows = agent.store.execute("UPDATE sessions SET model = 'm' WHERE id = ? RETURNING id", [info.id]).fetchall()
-        assert rows == [(info.id,)]
-        assert committed(agent, "SELECT model FROM sessions") == [("m",)]
+        agent, _ = first_steps()
+        rows = agent.store.execute("UPDATE agent_meta SET value = 'v' WHERE key = 'class' RETURNING key").fetchall()
+        assert rows == [("class",)]
+        assert committed(agent, "SELECT value FROM agent_meta WHERE key = 'class'") == [("v",)]
+
+    def test_a_vector_search_opens_its_read_transaction_beside_the_held_name(self):
+        from agentlab.search.embedders import HashEmbedder
+        from agentlab.search.vectors import VectorStore
+
+        agent, _ = first_steps()
+        assert agent.store.fresh
+        assert VectorStore(agent.store, "kb", HashEmbedder()).search("anything") == []
+        assert committed(agent, "SELECT value FROM agent_meta WHERE key = 'name'") == [("alice",)]
 
     def test_seqs_stay_above_rows_written_by_user_sql_on_a_new_file(self):
         agent = get_agent(Notes, "bob")

@@ -152,11 +152,12 @@ class SessionManager:
         with self.store.lock:
             if session_id is not None and self._row(sid) is not None:  # a random id is new
                 raise ValueError(f"A session with id {sid!r} exists; pick another id or omit it.")
-            # On a new agent with nothing stored yet, the row is committed with the first message (Store.defer).
-            self.store.defer("INSERT INTO sessions (id, seq, name, parent_session_id, model, source) "
+            # Durable when this returns (a new agent's held name is committed with it).
+            with self.store.transaction() as conn:
+                conn.execute("INSERT INTO sessions (id, seq, name, parent_session_id, model, source) "
                              "VALUES (?, ?, ?, ?, ?, ?)",
-                             [sid, clock_of(self.store).take(), name, parent_session_id, model, source])
-            self.tree.sessions_changed()
+                             [sid, clock_of(self.store).take(), name, parent_session_id, model, source]).fetchall()
+                self.tree.sessions_changed()
             return self.get(sid)
 
     def rename(self, session_id: str, name: str) -> SessionInfo:

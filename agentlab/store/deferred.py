@@ -1,10 +1,11 @@
-"""Writes of a new agent file held in one open transaction until the next durable commit.
+"""A new agent file's name held in one open transaction until the store's next durable commit.
 
-A new agent's first steps each wrote a row of their own: its name (``agent_meta``), then its first session
-(``sessions``), then the first message, three durable commits of about 2 ms each, against one for the message alone.
-:meth:`Store.defer <agentlab.store.Store.defer>` runs such a write at once, inside a transaction it leaves open, and
-the next commit of the store (the first message, state, a context block) carries it; closing the store, running
-user SQL or :data:`DELAY` seconds passing commit it too.
+A new agent's first steps each wrote a row of their own: its name (``agent_meta``), then its first session or
+message, two durable commits of about 2 ms each where one does. :meth:`Store.defer <agentlab.store.Store.defer>`
+runs such a write at once, inside a transaction it leaves open, and the next commit of the store (the first message,
+session, state or context block) carries it; closing the store, running user SQL or :data:`DELAY` seconds passing
+commit it too. Only writes that are written again after a loss may be held: a write that returns normally is
+durable, so sessions, messages and state are never held.
 
 Invariants:
 
@@ -12,11 +13,14 @@ Invariants:
   holds writes; any other store commits a deferred write at once, as it always did. A process that exits
   normally commits every store's held writes, closed or not.
 * Every read of the store (same connection) sees held writes; other processes cannot open the file (DuckDB's lock),
-  and the store's second connections (the search index's) read committed rows only, as ever.
+  and the store's second connections (the search index's) read committed rows only, as ever. Code that opens a
+  transaction on the connection itself commits held writes first (:meth:`Store.flush`).
 * A transaction or statement that fails inside the held transaction rolls back its own work only: the held writes
   are run again in a fresh transaction, so they are neither lost nor doubled.
-* A crash before the commit loses the held writes, which are the agent's name (written again when the agent next
-  opens) and sessions created before anything else was stored, at most :data:`DELAY` seconds old.
+* A crash before the commit loses the held writes: the agent's name and class, at most :data:`DELAY` seconds old,
+  written again when the agent next opens (``open_many`` lists such a file with no name until then).
+* The timer is one daemon thread for the process: it never keeps a process alive, holds stores weakly (a store
+  nobody refers to is not kept open by it), and a forked child starts without it.
 """
 
 from __future__ import annotations
