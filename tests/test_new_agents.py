@@ -157,6 +157,14 @@ class TestANewAgentCommitsOnce:
         assert committed(agent, "SELECT count(*) FROM agent_state") == [(0,)]
         assert committed(agent, "SELECT name FROM sessions") == [("a chat",)]
 
+    def test_a_statement_that_failed_on_the_connection_itself_does_not_fail_the_next_write(self):
+        agent, _ = first_steps()
+        with pytest.raises(duckdb.Error):  # DuckDB aborts the open (held) transaction
+            agent.store.conn.execute("SELECT error('a reader gave up')")
+        agent.set_state({"step": 1})
+        assert committed(agent, "SELECT value FROM agent_meta WHERE key = 'name'") == [("alice",)]
+        assert committed(agent, "SELECT count(*) FROM agent_state") == [(1,)]
+
     def test_a_write_that_returns_rows_still_returns_them(self):
         agent, _ = first_steps()
         rows = agent.store.execute("UPDATE agent_meta SET value = 'v' WHERE key = 'class' RETURNING key").fetchall()

@@ -301,7 +301,7 @@ class Store:
                 finally:
                     self._depth -= 1
                 return
-            if not self._held:  # else the open transaction holding a new file's first writes carries this one
+            if not self._held.carry(conn):  # else the open transaction holding a new agent's name carries this one
                 conn.execute("BEGIN TRANSACTION")
             self._depth = 1
             durable_failure: BaseException | None = None

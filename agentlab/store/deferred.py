@@ -125,6 +125,22 @@ class HeldWrites:
             _schedule(self)
         self.statements.append((query, list(params)))
 
+    def carry(self, conn: Any) -> bool:
+        """Whether a transaction beginning now runs inside the held one (which it then commits).
+
+        Code that ran a failing statement on the connection itself left the held transaction aborted: the held
+        writes are run again in a new one first, so the caller's write does not fail for it.
+        """
+        import duckdb
+
+        if not self.statements:
+            return False
+        try:
+            conn.execute("SELECT 1").fetchall()
+        except duckdb.Error:
+            self.rehold(conn)
+        return bool(self.statements)
+
     def execute(self, query: str, params: Any) -> Any | None:
         """A statement of the store while writes are held: a query runs in their transaction, one INSERT, UPDATE
         or DELETE commits with them; anything else commits them first and returns None (the store runs it as
