@@ -7,13 +7,14 @@ import hashlib
 import pytest
 
 from agentlab.agent.agent import Agent, get_agent
+from agentlab.context.tokens import estimate_message_tokens
 from agentlab.errors import ExportError
-from agentlab.store.migrations import MIGRATIONS
 from agentlab.frames.multi import open_many
-from agentlab.store.naming import agent_path
+from agentlab.session.manager import SessionManager
 from agentlab.session.session import Session
 from agentlab.store.database import Store
-from agentlab.context.tokens import estimate_message_tokens
+from agentlab.store.migrations import MIGRATIONS
+from agentlab.store.naming import agent_path
 
 
 class Helper(Agent):
@@ -107,7 +108,7 @@ class TestOpenManyRefusals:
         live.close()
 
     def test_a_missing_file_is_reported(self, root):
-        with pytest.raises(FileNotFoundError, match="nope.duckdb"):
+        with pytest.raises(FileNotFoundError, match=r"nope\.duckdb"):
             open_many([root / "nope.duckdb"])
 
 
@@ -150,9 +151,77 @@ class TestOpenManyReadsInBatches:
             agent.close()
             assert many.sql("SELECT count(*) AS n FROM messages WHERE agent = 'bob'")["n"].tolist() == [5]
 
+    def test_one_worker_reads_the_same_and_queries_get_duckdbs_threads_back(self, root, monkeypatch):
+        import duckdb
+
+        from agentlab.frames import multi
+
+        with open_many(root) as many:
+            whole = many.sql("SELECT agent, _alias, id FROM messages ORDER BY _alias, seq")
+            threads = many.sql("SELECT current_setting('threads') AS t")["t"].tolist()
+        monkeypatch.setattr(multi, "WORKERS", 1)
+        with open_many(root) as many:
+            assert many.sql("SELECT agent, _alias, id FROM messages ORDER BY _alias, seq").equals(whole)
+        assert threads == [duckdb.connect().execute("SELECT current_setting('threads')").fetchone()[0]]
+
     def test_a_progress_bar_shows_when_asked_and_not_otherwise(self, root, capsys):
         open_many(root, progress=True).close()
         assert "reading agent files" in capsys.readouterr().err
         open_many(root, progress=False).close()
         open_many(root).close()  # four files: below PROGRESS_FROM
         assert "reading agent files" not in capsys.readouterr().err
+
+
+class TestOpenManyReadsTablesWhenFirstNamed:
+    """open_many reads the listing and `tables` (default: messages) at once; any other table on first use."""
+
+    def test_a_table_not_read_at_open_is_read_when_a_query_names_it(self, root):
+        with open_many(root / "agent") as many:
+            assert "sessions" in many.tables and "messages" in many.tables
+            # bob's agent is free for writers: a session created now is seen by the first query naming sessions,
+            # while messages, read at open, stay as they were
+            agent = get_agent(Agent, "bob", root=root)
+            SessionManager(agent).create("later")
+            Session(agent).append_message({"id": "after-open", "role": "user", "parts": []})
+            agent.close()
+            assert many.sql("SELECT agent, name FROM sessions").values.tolist() == [["bob", "later"]]
+            assert many.sql("SELECT count(*) AS n FROM messages WHERE agent = 'bob'")["n"].tolist() == [5]
+
+    def test_all_reads_every_table_at_open(self, root):
+        with open_many(root / "agent", tables="all") as many:
+            agent = get_agent(Agent, "bob", root=root)
+            SessionManager(agent).create("later")
+            agent.close()
+            assert many.sql("SELECT count(*) AS n FROM sessions")["n"].tolist() == [0]
+
+    def test_named_tables_are_read_at_open_and_one_name_may_be_a_string(self, root):
+        with open_many(root / "agent", tables="sessions") as many:
+            agent = get_agent(Agent, "bob", root=root)
+            SessionManager(agent).create("later")
+            Session(agent).append_message({"id": "after-open", "role": "user", "parts": []})
+            agent.close()
+            assert many.sql("SELECT count(*) AS n FROM sessions")["n"].tolist() == [0]
+            assert many.sql("SELECT count(*) AS n FROM messages WHERE agent = 'bob'")["n"].tolist() == [6]
+
+    def test_a_table_the_parser_cannot_see_is_read_when_duckdb_reports_it_missing(self, root):
+        with open_many(root / "agent", tables=()) as many:
+            assert len(many) == 3 and sorted(many.agents["agent"]) == ["alice", "bob", "o'brien"]
+            # several statements: the table-name lookup declines them, DuckDB names the missing table
+            rows = many.sql("SELECT 1; SELECT agent, count(*) AS n FROM messages GROUP BY agent ORDER BY agent")
+            assert rows.values.tolist() == [["alice", 3], ["bob", 5], ["o'brien", 2]]
+            with pytest.raises(Exception, match="nope"):
+                many.sql("SELECT * FROM nope")
+
+    def test_a_file_locked_when_a_later_table_is_read_is_named_or_skipped(self, root):
+        with open_many(root / "agent") as many:
+            live = get_agent(Agent, "bob", root=root)
+            with pytest.raises(ExportError, match="open in this process"):
+                many.sql("SELECT * FROM sessions")
+            live.close()
+        with open_many(root / "agent", skip_locked=True) as many:
+            live = get_agent(Agent, "bob", root=root)
+            SessionManager(live).create("unseen")
+            assert many.sql("SELECT count(*) AS n FROM agent_meta WHERE key = 'name'")["n"].tolist() == [2]
+            assert many.skipped == [str(live.path)]
+            live.close()
+            assert many.sql("SELECT count(*) AS n FROM messages")["n"].tolist() == [10]  # read at open: kept

@@ -8,7 +8,7 @@ import duckdb
 import pytest
 
 from agentlab import Agent, get_agent
-from agentlab.errors import MigrationError
+from agentlab.errors import InvalidArgumentError, MigrationError
 from agentlab.session.manager import SessionManager
 from agentlab.session.session import Session
 from agentlab.store import files
@@ -163,3 +163,38 @@ class TestTemplateFailures:
         for i in range(3):
             create_file(tmp_path / f"a{i}.duckdb", steps)
         assert len(calls) == 1 and calls[0].endswith(".creating")
+
+
+class BigHistory(Agent):
+    block_size = 262_144
+
+
+class TestBlockSizes:
+    def test_a_class_chooses_the_block_size_of_its_new_files(self, tmp_path):
+        small, big = get_agent(Notes, "small", root=tmp_path), get_agent(BigHistory, "big", root=tmp_path)
+        small.close()
+        big.close()
+        assert block_size(small.path) == BLOCK_SIZE and block_size(big.path) == 262_144
+        # a file keeps the size it was made with, whatever class opens it later
+        old_file(agent_path("BigHistory", "veteran", tmp_path), MIGRATIONS)
+        get_agent(BigHistory, "veteran", root=tmp_path).close()
+        assert block_size(agent_path("BigHistory", "veteran", tmp_path)) == OLD_BLOCK_SIZE
+
+    def test_a_block_size_duckdb_refuses_is_a_clear_error_and_creates_nothing(self, tmp_path):
+        with pytest.raises(InvalidArgumentError, match="block_size 1000 is not one DuckDB accepts"):
+            Store(tmp_path / "agent.duckdb", block_size=1000)
+        assert list(tmp_path.iterdir()) == []
+
+    def test_an_import_of_a_large_history_gets_big_blocks(self, tmp_path, monkeypatch):
+        from agentlab.agent import portable
+
+        monkeypatch.setattr(portable, "LARGE_IMPORT", 3)
+        for name, count in (("short", 2), ("long", 3)):
+            agent = get_agent(Notes, name, root=tmp_path / "from")
+            Session(agent).append_messages([{"id": f"m{i}", "role": "user", "parts": [{"type": "text", "text": "x"}]}
+                                            for i in range(count)])
+            agent.export(tmp_path / f"{name}-export")
+            agent.close()
+            portable.import_(tmp_path / f"{name}-export", Notes, root=tmp_path / "to").close()
+        assert block_size(agent_path("Notes", "short", tmp_path / "to")) == BLOCK_SIZE
+        assert block_size(agent_path("Notes", "long", tmp_path / "to")) == 262_144

@@ -35,6 +35,7 @@ from agentlab.errors import (
     StateRejectedError,
 )
 from agentlab.store.database import Store
+from agentlab.store.files import BLOCK_SIZE
 from agentlab.store.naming import agent_path, kebab_case, resolve_root, validate_name
 
 
@@ -72,9 +73,14 @@ class Agent:
 
     Class attributes:
         initial_state: State given to a new agent on first access (JSON). Leave unset for none.
+        block_size: DuckDB's block size for the agent's file, used when the file is created (an existing file
+            keeps its own). Small blocks keep a small agent's file small (about 240 KB with 20 messages, against
+            2.5 MB with DuckDB's default 256 KiB); an agent meant to hold a large history (a bulk import of many
+            thousands of messages) is faster to import and to checkpoint with ``block_size = 262_144``.
     """
 
     initial_state: ClassVar[Any] = NOT_SET
+    block_size: ClassVar[int] = BLOCK_SIZE
 
     def __init__(self, name: str, store: Store, *, root: Path) -> None:
         self.name = name
@@ -176,14 +182,13 @@ class Agent:
 
     def _check_identity(self) -> None:
         store = self._store_checked()
-        recorded = store.scalar("SELECT value FROM agent_meta WHERE key = 'name'")
+        # A file the store has just created holds no name yet; the name is then written with the agent's first
+        # commit (Store.defer), not in a durable commit of its own.
+        recorded = None if store.fresh else store.scalar("SELECT value FROM agent_meta WHERE key = 'name'")
         if recorded is None:
             if not store.read_only:
-                with store.transaction() as conn:
-                    conn.execute(
-                        "INSERT INTO agent_meta VALUES ('name', ?), ('class', ?)",
-                        [self.name, kebab_case(type(self).__name__)],
-                    )
+                store.defer("INSERT INTO agent_meta VALUES ('name', ?), ('class', ?)",
+                            [self.name, kebab_case(type(self).__name__)])
         elif recorded != self.name:
             store.close()
             raise AgentlabError(
@@ -454,7 +459,7 @@ def get_agent(
             return _rebind(live, cls)
         if not read_only:
             path.parent.mkdir(parents=True, exist_ok=True)
-        store = Store(path, read_only=read_only)
+        store = Store(path, read_only=read_only, block_size=cls.block_size)
         try:
             agent = cls(name, store, root=resolved)
         except BaseException:

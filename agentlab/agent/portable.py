@@ -48,7 +48,7 @@ from agentlab.store.fsync import fsync_dir, fsync_file
 from agentlab.store.migrations import MIGRATIONS
 from agentlab.store.naming import agent_path, kebab_case, resolve_root, validate_name
 
-__all__ = ["FORMAT", "MANIFEST", "export", "import_", "read_manifest"]
+__all__ = ["FORMAT", "LARGE_IMPORT", "MANIFEST", "export", "import_", "import_block_size", "read_manifest"]
 
 FORMAT = "agentlab-export/1"
 MANIFEST = "manifest.json"
@@ -318,7 +318,8 @@ def import_(
     Args:
         path: The export folder.
         cls: The :class:`~agentlab.agent.Agent` subclass to open it as (default ``Agent``); the file goes to
-            that class's folder under ``root``.
+            that class's folder under ``root``, with the class's ``block_size``, or 256 KiB blocks for an
+            export of :data:`LARGE_IMPORT` messages or more.
         name: The agent's name (default: the exported name). A different name is recorded in ``agent_meta``.
         root: Where agents live (default ``$AGENTLAB_HOME``, else ``./agentlab-data``).
         overwrite: Replace an existing agent file of that class and name (it must not be open anywhere).
@@ -362,7 +363,8 @@ def import_(
     work = _atomic.temp_path(target, "import")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        _restore(Store(work), folder, manifest, name, kebab_case(cls.__name__))
+        _restore(Store(work, block_size=import_block_size(manifest, cls.block_size)), folder, manifest, name,
+                 kebab_case(cls.__name__))
         if os.path.lexists(_wal(work)):
             raise ExportError(f"DuckDB kept a log beside {work} after closing it, so the import is not complete; "
                               "try again.")
@@ -382,6 +384,21 @@ def import_(
             raise ExportDiskFullError(str(target), _atomic.detail(exc)) from exc
         raise
     return get_agent(cls, name, root=resolved)
+
+
+LARGE_IMPORT = 10_000
+"""From this many stored messages on, :func:`import_` builds the agent's file with 256 KiB blocks."""
+
+
+def import_block_size(manifest: dict[str, Any], block_size: int) -> int:
+    """The block size of an imported agent's new file: the class's, or 256 KiB for a large history.
+
+    Small blocks keep small agents' files small, but DuckDB compresses strings block by block, so a large
+    history's import and every later checkpoint of it cost several times the CPU with them (see BENCHMARKS.md,
+    "Many small agents"); a file's block size is fixed when it is created.
+    """
+    messages = manifest.get("tables", {}).get("messages", {}).get("rows", 0)
+    return max(block_size, 262_144) if isinstance(messages, int) and messages >= LARGE_IMPORT else block_size
 
 
 def _wal(database: Path) -> Path:

@@ -56,6 +56,7 @@ class SqlRunner:
     @staticmethod
     @contextmanager
     def _watch(store: Store, query: str) -> Iterator[None]:
+        store.flush()  # a new agent's held first writes are committed before any SQL of the user runs
         writes = not store.read_only and _may_write(query)
         try:
             yield

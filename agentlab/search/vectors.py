@@ -463,6 +463,8 @@ class VectorStore:
         if self.store.in_transaction:
             yield
             return
+        if not self.store.read_only:
+            self.store.flush()  # a new agent's held name sits in an open transaction: commit it first
         conn = self.store.conn
         conn.execute("BEGIN TRANSACTION")
         try:

@@ -150,8 +150,9 @@ class SessionManager:
             if value is not None:
                 check_text(label, value)
         with self.store.lock:
-            if self._row(sid) is not None:
+            if session_id is not None and self._row(sid) is not None:  # a random id is new
                 raise ValueError(f"A session with id {sid!r} exists; pick another id or omit it.")
+            # Durable when this returns (a new agent's held name is committed with it).
             with self.store.transaction() as conn:
                 conn.execute("INSERT INTO sessions (id, seq, name, parent_session_id, model, source) "
                              "VALUES (?, ?, ?, ?, ?, ?)",

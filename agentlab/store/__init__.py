@@ -5,7 +5,8 @@ sessions or search.
 """
 
 from agentlab.store.clock import SeqClock, clock_of
-from agentlab.store.database import MEMORY, Store, StoreHealth
+from agentlab.store.database import MEMORY, Store
+from agentlab.store.health import StoreHealth
 from agentlab.store.migrations import MIGRATIONS, Migration
 from agentlab.store.naming import agent_path, file_name_for, kebab_case, resolve_root, validate_name
 

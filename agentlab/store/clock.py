@@ -44,7 +44,8 @@ class SeqClock:
 
     def __init__(self, store: Store) -> None:
         self._store_ref = weakref.ref(store)
-        self._next: int | None = None
+        # A file the store has just created holds no seqs: no need to ask it.
+        self._next: int | None = 1 if store.fresh else None
 
     def reset(self) -> None:
         """Forget the count; the next :meth:`take` reads the highest stored seq again."""

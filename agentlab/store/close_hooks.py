@@ -10,28 +10,30 @@ __all__ = ["CloseHooks"]
 
 
 class CloseHooks:
-    """What :class:`~agentlab.store.Store` runs around ``close()``: ``before`` callbacks while it still holds the
-    file (they may use the store), ``after`` callbacks once it released it. Each runs once; one that fails is
-    reported as a :class:`RuntimeWarning` and the close goes on (a derived file is rebuilt when next needed)."""
+    """What a :class:`~agentlab.store.Store` runs around ``close()`` (one per store, under the store's lock):
+    ``before`` callbacks while it still holds the file (they may use the store), ``after`` callbacks once it released
+    it. Each runs once; one that fails is reported as a :class:`RuntimeWarning` and the close goes on (a derived file
+    is rebuilt when next needed)."""
 
-    lock: threading.RLock
+    def __init__(self, lock: threading.RLock) -> None:
+        self._lock = lock
+        self._before: list[Callable[[], None]] = []
+        self._after: list[Callable[[], None]] = []
 
-    def __init__(self) -> None:
-        self._before_close: list[Callable[[], None]] = []
-        self._after_close: list[Callable[[], None]] = []
-
-    def on_close(self, before: Callable[[], None], after: Callable[[], None] | None = None) -> None:
+    def add(self, before: Callable[[], None], after: Callable[[], None] | None = None) -> None:
         """Run ``before`` when the store closes, while it still holds the file, and ``after`` once it released it."""
-        with self.lock:
-            self._before_close.append(before)
+        with self._lock:
+            self._before.append(before)
             if after is not None:
-                self._after_close.append(after)
+                self._after.append(after)
 
-    def _run_close_hooks(self, *, before: bool) -> None:
-        if before:
-            callbacks, self._before_close = self._before_close, []
-        else:
-            callbacks, self._after_close = self._after_close, []
+    def run(self, *, before: bool) -> None:
+        """Run (and forget) the ``before`` or the ``after`` callbacks."""
+        with self._lock:
+            if before:
+                callbacks, self._before = self._before, []
+            else:
+                callbacks, self._after = self._after, []
         for callback in callbacks:
             try:
                 callback()

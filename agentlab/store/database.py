@@ -16,23 +16,22 @@ Invariants:
   :class:`SchemaTooNewError` unless opened read-only, and pending migrations are applied at open. A file held
   read-write by another process raises :class:`AgentLockedError`, never DuckDB's raw IO error. A read-only
   store refuses writes with :class:`ReadOnlyAgentError`.
+* A new file's agent name may be held (:meth:`Store.defer`, :mod:`agentlab.store.deferred`): visible to every
+  read of the store at once, durable with its next commit, at close, or half a second later.
 * A write that committed returns normally. When DuckDB's automatic checkpoint fails after a durable
   commit (a full disk), the store reopens its connection, warns with :class:`CheckpointWarning` and
   reports it in :attr:`Store.health` until a checkpoint succeeds again. A write that did not commit
   because the disk is full raises :class:`DiskFullError` and stores nothing.
+* The store is made of parts it holds: its derived caches' callbacks (:mod:`agentlab.store.caches`), its close
+  hooks (:mod:`agentlab.store.close_hooks`), its checkpoint health (:mod:`agentlab.store.health`), its held writes
+  and the file's stamp (:mod:`agentlab.store.stamp`); it forwards the methods callers use.
 """
 
 from __future__ import annotations
 
-import os
 import threading
-import time
-import warnings
-import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -43,54 +42,48 @@ from agentlab.errors import (
     AgentDestroyedError,
     AgentFileError,
     AgentlabError,
-    CheckpointWarning,
     DiskFullError,
     ReadOnlyAgentError,
-    SqlError,
-    StoreInUseError,
 )
+from agentlab.store import instances, registry
+from agentlab.store.caches import DerivedCaches
 from agentlab.store.close_hooks import CloseHooks
-from agentlab.store.files import DURABLE, MEMORY, connect, create_file, is_disk_full, migrate, open_reason
-from agentlab.store.materialised import Materialised as _Materialised
+from agentlab.store.deferred import HeldWrites
+from agentlab.store.files import (
+    BLOCK_SIZE,
+    CONFIG,
+    DURABLE,
+    MEMORY,
+    connect,
+    create_file,
+    is_disk_full,
+    migrate,
+    open_reason,
+)
+from agentlab.store.health import CheckpointHealth, StoreHealth
+from agentlab.store.materialised import Materialised
 from agentlab.store.migrations import MIGRATIONS, Migration
+from agentlab.store.results import invalidated, statement_error
 from agentlab.store.stamp import FileStamper
 
 T = TypeVar("T")
 
-# One live store per file in this process, keyed by the file's real path.
-_open_files: weakref.WeakValueDictionary[str, Store] = weakref.WeakValueDictionary()
-_open_files_lock = threading.Lock()
 
-
-def _file_key(path: str) -> str:
-    return os.path.realpath(os.path.abspath(path))
-
-
-@dataclass(frozen=True)
-class StoreHealth:
-    """Whether the store's file is fully checkpointed, and what went wrong if not.
-
-    Attributes:
-        ok: False while the last automatic checkpoint failed and no checkpoint has succeeded since. Every
-            committed write is still durable (in DuckDB's write-ahead log) and readable.
-        error: DuckDB's message for the failed checkpoint, or None.
-        since: When the store became unhealthy (UTC), or None.
-        reopened: How many times the store reopened its connection after DuckDB invalidated it.
-    """
-
-    ok: bool = True
-    error: str | None = None
-    since: datetime | None = None
-    reopened: int = 0
-
-
-class Store(CloseHooks):
+class Store:
     """An open DuckDB database with agentlab's schema applied.
 
     Args:
         path: A file path, or ``":memory:"`` for a throwaway database (tests, evaluation).
         read_only: Open without write access. Several read-only processes may share a file.
         migrations: The schema steps to apply (defaults to :data:`agentlab.store.migrations.MIGRATIONS`).
+        block_size: DuckDB's block size for a file this call creates (default
+            :data:`agentlab.store.files.BLOCK_SIZE`); an existing file keeps the size it was made with.
+
+    Attributes:
+        fresh: True while the file is one this store just created from the template, with nothing committed since
+            and no SQL of the user run on it: its tables are as the template left them, and writes may be held.
+        outside_writes: How many times :meth:`note_outside_write` was called (derived files compare it).
+        opened_stamp: The file's :meth:`stamp` when the store opened it.
 
     Raises:
         AgentLockedError: Another process holds the file read-write.
@@ -107,6 +100,7 @@ class Store(CloseHooks):
         *,
         read_only: bool = False,
         migrations: Sequence[Migration] | None = None,
+        block_size: int = BLOCK_SIZE,
     ) -> None:
         self.path = str(path)
         self.read_only = read_only
@@ -115,50 +109,44 @@ class Store(CloseHooks):
         self._conn: duckdb.DuckDBPyConnection | None = None
         self._closed_by_user = False
         self._destroyed = False
-        self._health = StoreHealth()
-        self._last_checkpoint_try = 0.0
-        # Callbacks for in-memory caches derived from the file (parent maps, postings, FAISS):
-        # they run after the outermost COMMIT, or after a ROLLBACK, so a cache never holds a
-        # change the file does not have.
-        self._after_commit: list[Callable[[], object]] = []
-        self._after_rollback: list[Callable[[], object]] = []
-        # Callbacks that drop every derived cache: run after SQL that agentlab did not write itself
-        # (agent.sql) may have changed the file, so no cache outlives a change made behind its back.
-        self._outside_write: list[Callable[[], None]] = []
-        self._derived: dict[str, Any] = {}
-        # Derived files beside the file (a search index) are saved around close (CloseHooks.on_close) and compare
-        # outside_writes (note_outside_write calls) and opened_stamp (the file's stamp at open) with theirs.
-        CloseHooks.__init__(self)
-        self.outside_writes, self.opened_stamp, self._stamper = 0, None, FileStamper(None)
+        self._checks = CheckpointHealth(self.path)
+        self._caches = DerivedCaches(self.lock)
+        self._hooks = CloseHooks(self.lock)
+        self._held = HeldWrites(self)
+        self.fresh = False
+        self._in_spare = False  # opened in a spare instance (agentlab.store.instances), for tests
+        self.outside_writes, self._stamper = 0, FileStamper(None)
+        self.opened_stamp: str | None = None
         steps = MIGRATIONS if migrations is None else migrations
         if self.path == MEMORY:
             self._conn = connect(self.path, False)
             self._migrate_or_close(steps)
             return
-        key = _file_key(self.path)
-        with _open_files_lock:
-            other = _open_files.get(key)
-            if other is not None and not other.closed:
-                raise StoreInUseError(self.path)
-            _open_files[key] = self
+        registry.claim(self.path, self)
         try:
-            file = Path(self.path)
-            if read_only and not file.exists():
-                raise FileNotFoundError(
-                    f"No agent file at {self.path}; open it once without read_only=True to create it."
-                )
-            if not read_only and not file.exists():
-                create_file(file, steps)
-            self._stamper = FileStamper(self.path)  # before DuckDB locks the file, closed after it lets go
-            self._conn = connect(self.path, read_only)
-            self._migrate_or_close(steps)
-            self.opened_stamp = self.stamp()
+            self._open_file(steps, block_size)
         except BaseException:
-            with _open_files_lock:
-                if _open_files.get(key) is self:
-                    del _open_files[key]
+            registry.release(self.path, self)
             self._stamper.close()
             raise
+
+    def _open_file(self, steps: Sequence[Migration], block_size: int) -> None:
+        file = Path(self.path)
+        if self.read_only and not file.exists():
+            raise FileNotFoundError(f"No agent file at {self.path}; open it once without read_only=True to create it.")
+        created = not self.read_only and not file.exists() and create_file(file, steps, block_size)
+        self._stamper = FileStamper(self.path)  # before DuckDB locks the file, closed after it lets go
+        if created:
+            # The file is this process's template, fully migrated: no checks to run, and a spare DuckDB
+            # instance (started ahead) opens it without the 10 ms a new instance costs.
+            instances.start(CONFIG)
+            spare = instances.open_new(self.path)
+            self._conn = spare or connect(self.path, False)
+            self.fresh, self._in_spare = True, spare is not None
+        else:
+            self._conn = connect(self.path, self.read_only)
+            self._migrate_or_close(steps)
+        self.opened_stamp = self.stamp()
 
     def _migrate_or_close(self, migrations: Sequence[Migration]) -> None:
         try:
@@ -170,8 +158,6 @@ class Store(CloseHooks):
             self.close()
             raise
 
-    # -- connection ----------------------------------------------------------------------------
-
     @property
     def conn(self) -> duckdb.DuckDBPyConnection:
         """The raw DuckDB connection. Hold :attr:`lock` while using it."""
@@ -179,9 +165,7 @@ class Store(CloseHooks):
             if self._destroyed:
                 raise AgentDestroyedError(f"The agent file {self.path} was destroyed; get_agent() makes a new one.")
             if self._closed_by_user:
-                raise AgentClosedError(
-                    f"The store {self.path} is closed; open the agent again with get_agent()."
-                )
+                raise AgentClosedError(f"The store {self.path} is closed; open the agent again with get_agent().")
             self._reopen(raise_errors=True)  # an earlier reopen failed: try again now
         assert self._conn is not None
         return self._conn
@@ -192,18 +176,30 @@ class Store(CloseHooks):
 
     @property
     def health(self) -> StoreHealth:
-        """Whether the file is fully checkpointed (see :class:`StoreHealth`)."""
-        return self._health
+        """Whether the file is fully checkpointed (see :class:`~agentlab.store.health.StoreHealth`)."""
+        return self._checks.state
 
     def close(self) -> None:
-        """Close the connection and release the file lock. Safe to call twice.
+        """Commit held writes, close the connection and release the file lock. Safe to call twice.
 
         Callbacks of :meth:`on_close` run around it; one that fails is reported as a warning and the close goes on.
+
+        Raises:
+            DiskFullError: Held writes (a new agent's name) could not be committed; the file is closed without them
+                (the name is written again when the agent next opens).
         """
         with self.lock:
+            try:
+                self.flush()
+            finally:
+                self._close_connection()
+
+    def _close_connection(self) -> None:
+        with self.lock:
             if not self._closed_by_user and self._conn is not None:
-                self._run_close_hooks(before=True)
+                self._hooks.run(before=True)
             self._closed_by_user = True
+            self._held.cancel()
             if self._conn is not None:
                 try:
                     self._conn.close()
@@ -213,11 +209,12 @@ class Store(CloseHooks):
                     self._conn = None
             self._stamper.close()
         if self.path != MEMORY:
-            with _open_files_lock:
-                key = _file_key(self.path)
-                if _open_files.get(key) is self:
-                    del _open_files[key]
-        self._run_close_hooks(before=False)
+            registry.release(self.path, self)
+        self._hooks.run(before=False)
+
+    def on_close(self, before: Callable[[], None], after: Callable[[], None] | None = None) -> None:
+        """Run ``before`` when the store closes, while it still holds the file, and ``after`` once it released it."""
+        self._hooks.add(before, after)
 
     def stamp(self) -> str | None:
         """:func:`~agentlab.store.stamp.file_stamp` of the file now (None in memory, or with commits in the log)."""
@@ -228,7 +225,7 @@ class Store(CloseHooks):
         :class:`~agentlab.errors.AgentDestroyedError`. Safe to call twice."""
         with self.lock:
             self._destroyed = True
-            self.close()
+            self._close_connection()  # held writes go with the file
         if self.path != MEMORY:
             from agentlab.store.files import remove_database_files
 
@@ -245,48 +242,26 @@ class Store(CloseHooks):
                 old.close()
             except duckdb.Error:
                 pass
-        self._health = replace(self._health, reopened=self._health.reopened + 1)
+        self._checks.reopened()
         try:
             self._conn = connect(self.path, self.read_only)
         except AgentlabError:
             if raise_errors:
                 raise
             return
+        if self._held:
+            self._held.rehold(self._conn)  # they were in the old connection's open transaction
         # Objects registered on the old connection are gone: let every derived cache rebuild from the file.
-        for callback in list(self._outside_write):
-            callback()
+        self._caches.outside_write()
 
     def _mark_unhealthy(self, exc: BaseException) -> None:
-        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        if self._health.ok:
-            self._health = replace(self._health, ok=False, error=message, since=datetime.now(UTC))
-            warnings.warn(
-                f"{self.path}: the write was stored, but DuckDB's checkpoint failed ({message}). Every committed "
-                "write is safe in the write-ahead log; free disk space and the store checkpoints again by itself "
-                "(see store.health).",
-                CheckpointWarning,
-                stacklevel=4,
-            )
+        self._checks.failed(exc)
         self._reopen()
 
     def _after_durable_commit(self, *, may_checkpoint: bool = True) -> None:
-        """While unhealthy, notice (or try, at most every few seconds) a checkpoint that succeeds again.
-
-        ``may_checkpoint`` is False where a statement's result is still to be read: a CHECKPOINT would discard it.
-        """
-        if self._health.ok or self.path == MEMORY or self._conn is None:
-            return
-        wal = Path(self.path + ".wal")
-        if not wal.exists() or wal.stat().st_size == 0:
-            self._health = replace(self._health, ok=True, error=None, since=None)
-            return
-        if not may_checkpoint:
-            return
-        now = time.monotonic()
-        if now - self._last_checkpoint_try < 5.0:
-            return
-        self._last_checkpoint_try = now
-        self.checkpoint()
+        """While unhealthy, notice (or try, at most every few seconds) a checkpoint that succeeds again."""
+        if self._conn is not None and self._checks.should_checkpoint(may_checkpoint=may_checkpoint):
+            self.checkpoint()
 
     def checkpoint(self) -> bool:
         """Write the WAL into the file now; returns whether it worked and updates :attr:`health`.
@@ -297,19 +272,20 @@ class Store(CloseHooks):
         with self.lock:
             if self._depth:
                 return False
+            self.flush()
             try:
                 self.conn.execute("CHECKPOINT")
             except duckdb.Error as exc:
                 self._mark_unhealthy(exc)
                 return False
-            self._health = replace(self._health, ok=True, error=None, since=None)
+            self._checks.recovered()
             return True
 
-    # -- transactions --------------------------------------------------------------------------
+    # -- transactions and derived caches ---------------------------------------------------------
 
     @contextmanager
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """Run a block atomically; nested uses join the outermost transaction.
+        """Run a block atomically; nested uses join the outermost transaction. Held writes commit with it.
 
         Raises:
             ReadOnlyAgentError: The store is read-only.
@@ -325,38 +301,37 @@ class Store(CloseHooks):
                 finally:
                     self._depth -= 1
                 return
-            conn.execute("BEGIN TRANSACTION")
+            if not self._held.carry(conn):  # else the open transaction holding a new agent's name carries this one
+                conn.execute("BEGIN TRANSACTION")
             self._depth = 1
             durable_failure: BaseException | None = None
             try:
                 yield conn
                 try:
                     conn.execute("COMMIT")
-                except duckdb.FatalException as exc:
+                except duckdb.Error as exc:
                     if DURABLE not in str(exc):
                         raise
                     durable_failure = exc
             except BaseException as exc:
                 self._depth = 0
-                callbacks, self._after_rollback = self._after_rollback, []
-                self._after_commit = []
                 if self._conn is not None:
                     try:
                         conn.execute("ROLLBACK")
                     except duckdb.Error:
                         pass  # the failed COMMIT already ended the transaction
-                for callback in callbacks:
-                    callback()
-                if isinstance(exc, duckdb.FatalException):
+                    if self._held and not invalidated(exc):
+                        self._held.rehold(conn)
+                self._caches.rolled_back()
+                if invalidated(exc):
                     self._reopen()
                 if isinstance(exc, duckdb.Error) and is_disk_full(exc):
                     raise DiskFullError(self.path, "committing a write") from exc
                 raise
             self._depth = 0
-            callbacks, self._after_commit = self._after_commit, []
-            self._after_rollback = []
-            for callback in callbacks:
-                callback()
+            self._held.committed()
+            self.fresh = False
+            self._caches.committed()
             if durable_failure is not None:
                 self._mark_unhealthy(durable_failure)
             else:
@@ -369,7 +344,7 @@ class Store(CloseHooks):
         """
         with self.lock:
             if self._depth:
-                self._after_commit.append(callback)
+                self._caches.add_after_commit(callback)
                 return
         callback()
 
@@ -380,25 +355,19 @@ class Store(CloseHooks):
         """
         with self.lock:
             if self._depth:
-                self._after_rollback.append(callback)
+                self._caches.add_after_rollback(callback)
 
     def derived(self, key: str, make: Callable[[], T], *, reset: Callable[[T], None] | None = None) -> T:
         """The store's one ``key`` object (a cache derived from the file), made by ``make()`` on first use.
 
-        ``reset(obj)`` is registered with :meth:`on_outside_write`. The object lives as long as the store, so it
+        ``reset(obj)`` runs at every :meth:`note_outside_write`. The object lives as long as the store, so it
         should refer back to the store weakly.
         """
-        with self.lock:
-            if key not in self._derived:
-                obj = self._derived[key] = make()
-                if reset is not None:
-                    self._outside_write.append(lambda: reset(obj))
-            return self._derived[key]
+        return self._caches.derived(key, make, reset=reset)
 
     def on_outside_write(self, callback: Callable[[], None]) -> None:
         """Register ``callback`` to drop a derived cache whenever :meth:`note_outside_write` is called."""
-        with self.lock:
-            self._outside_write.append(callback)
+        self._caches.on_outside_write(callback)
 
     def note_outside_write(self) -> None:
         """Say that statements agentlab did not write (``agent.sql``) may have changed the file.
@@ -407,9 +376,43 @@ class Store(CloseHooks):
         from the file when next needed. The callbacks run under :attr:`lock`, so they must take no other lock.
         """
         with self.lock:
+            self.fresh = False
             self.outside_writes += 1
-            for callback in list(self._outside_write):
-                callback()
+            self._caches.outside_write()
+
+    def defer(self, query: str, params: Sequence[Any] = ()) -> None:
+        """Run a write; on a new file with nothing committed yet, commit it with the store's next commit.
+
+        Only for writes that a crash may lose because they are written again (a new agent's name, which reaches the
+        disk with its first write). Every read of this store sees the write at once; it is committed by the next
+        transaction or write of the store, :meth:`flush`, :meth:`close`, user SQL, or
+        :data:`agentlab.store.deferred.DELAY` seconds later. On any other store it is an ordinary write.
+
+        Raises:
+            ReadOnlyAgentError: The store is read-only.
+            SqlError: DuckDB rejected the statement (nothing is held).
+        """
+        self.require_writable()
+        with self.lock:
+            if self.fresh and not self._depth:
+                try:
+                    self._held.add(self.conn, query, params)
+                except duckdb.Error as exc:
+                    raise statement_error(self.path, exc, query) from exc
+                return
+            with self.transaction() as conn:
+                conn.execute(query, list(params)).fetchall()
+
+    def flush(self) -> None:
+        """Commit the writes held by :meth:`defer` now (nothing happens when none are held).
+
+        Raises:
+            DiskFullError: The commit failed for lack of disk space; the writes stay held.
+        """
+        with self.lock:
+            if self._held and not self._depth and not self._closed_by_user and self._conn is not None:
+                with self.transaction():
+                    pass
 
     @property
     def in_transaction(self) -> bool:
@@ -417,9 +420,7 @@ class Store(CloseHooks):
 
     def require_writable(self) -> None:
         if self.read_only:
-            raise ReadOnlyAgentError(
-                f"{self.path} is open read-only; reopen it with read_only=False to write."
-            )
+            raise ReadOnlyAgentError(f"{self.path} is open read-only; reopen it with read_only=False to write.")
 
     # -- statements ----------------------------------------------------------------------------
 
@@ -433,17 +434,21 @@ class Store(CloseHooks):
         """
         with self.lock:
             conn = self.conn
+            if self._held and not self._depth:
+                held = self._held.execute(query, params)
+                if held is not None:
+                    return held
             try:
                 cursor = conn.execute(query, params) if params is not None else conn.execute(query)
             except duckdb.Error as exc:
-                if isinstance(exc, duckdb.FatalException) and DURABLE in str(exc) and not self._depth:
+                if DURABLE in str(exc) and not self._depth:
                     # An autocommitted statement that is stored; only the checkpoint after it failed.
                     self._mark_unhealthy(exc)
                     return self.conn.execute("SELECT NULL WHERE false")
-                if isinstance(exc, duckdb.FatalException):
+                if invalidated(exc):
                     self._reopen()
-                raise self._translate(exc, query) from exc
-            if not self._depth and not self._health.ok:
+                raise statement_error(self.path, exc, query) from exc
+            if not self._depth and not self._checks.state.ok:
                 self._after_durable_commit(may_checkpoint=False)
             return cursor
 
@@ -456,21 +461,16 @@ class Store(CloseHooks):
         with self.lock:
             try:
                 rel = self.conn.sql(query, params=list(params) if params else None)
-                return _Materialised(rel.to_arrow_table() if rel is not None else None)
+                return Materialised(rel.to_arrow_table() if rel is not None else None)
             except duckdb.Error as exc:
-                if isinstance(exc, duckdb.FatalException) and DURABLE in str(exc) and not self._depth:
+                if DURABLE in str(exc) and not self._depth:
                     self._mark_unhealthy(exc)
-                    return _Materialised(None)
-                if isinstance(exc, duckdb.FatalException):
+                    return Materialised(None)
+                if invalidated(exc):
                     self._reopen()
-                raise self._translate(exc, query) from exc
-
-    def _translate(self, exc: duckdb.Error, query: str) -> AgentlabError:
-        if "read-only mode" in str(exc) or "read only mode" in str(exc):
-            return ReadOnlyAgentError(f"{self.path} is open read-only; reopen it with read_only=False to write.")
-        if is_disk_full(exc):
-            return DiskFullError(self.path, "running a statement")
-        return SqlError(query, exc)
+                elif self._held and not self._depth:
+                    self._held.rehold(self.conn)  # the error aborted their transaction
+                raise statement_error(self.path, exc, query) from exc
 
     def rows(self, query: str, params: Sequence[Any] | dict[str, Any] | None = None) -> list[dict[str, Any]]:
         """Execute a query and return its rows as dicts (column name -> value)."""
@@ -490,8 +490,6 @@ class Store(CloseHooks):
             # ("unfinished result"); drain it so the connection is free for any next call.
             cursor.fetchall()
             return None if row is None else row[0]
-
-    # -- migrations ----------------------------------------------------------------------------
 
     def applied_migrations(self) -> list[str]:
         """Names of the migrations recorded in this file, in the order they were applied."""

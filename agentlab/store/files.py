@@ -34,13 +34,14 @@ from agentlab.errors import (
     AgentFileError,
     AgentLockedError,
     DiskFullError,
+    InvalidArgumentError,
     MigrationError,
     SchemaTooNewError,
 )
 from agentlab.store.migrations import Migration
 
-__all__ = ["BLOCK_SIZE", "DURABLE", "MEMORY", "SEARCH_INDEX_SUFFIX", "connect", "create_file", "is_disk_full",
-           "migrate", "open_reason", "remove_database_files", "template_bytes"]
+__all__ = ["BLOCK_SIZE", "BLOCK_SIZES", "CONFIG", "DURABLE", "MEMORY", "SEARCH_INDEX_SUFFIX", "connect", "create_file",
+           "is_disk_full", "migrate", "open_reason", "remove_database_files", "template_bytes"]
 
 MEMORY = ":memory:"
 
@@ -48,7 +49,7 @@ _LOCK_DETAIL = re.compile(r"Conflicting lock is held in (.*)$", re.S)
 
 # Never reach for the network or load code behind the user's back: a SQLite or Parquet file at an agent's path
 # would otherwise make DuckDB try to download a scanner extension.
-_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
 
 _MIGRATIONS_TABLE = """
 CREATE TABLE IF NOT EXISTS _agentlab_migrations (
@@ -84,9 +85,10 @@ _CREATING = ".agentlab-creating"
 # (sqlite3 with FTS5: 184 KB); with 16 KiB blocks it takes about 200 KB. The block size is stored in the file's
 # header, so files made with other sizes open as they are.
 BLOCK_SIZE = 16_384
+BLOCK_SIZES = (16_384, 32_768, 65_536, 131_072, 262_144)  # what DuckDB 2 accepts for a new file
 
 # Template files by migration list (names and functions): the bytes every new file of this process starts from.
-_templates: dict[tuple[tuple[str, object], ...], bytes] = {}
+_templates: dict[tuple[int, tuple[tuple[str, object], ...]], bytes] = {}
 _templates_lock = threading.Lock()
 
 def is_disk_full(exc: BaseException) -> bool:
@@ -97,7 +99,7 @@ def is_disk_full(exc: BaseException) -> bool:
 def connect(path: str, read_only: bool) -> duckdb.DuckDBPyConnection:
     """Open ``path`` with agentlab's configuration, translating DuckDB's open errors into typed ones."""
     try:
-        return duckdb.connect(path, read_only=read_only and path != MEMORY, config=dict(_CONFIG))
+        return duckdb.connect(path, read_only=read_only and path != MEMORY, config=dict(CONFIG))
     except duckdb.Error as exc:
         text = str(exc)
         match = _LOCK_DETAIL.search(text)
@@ -218,17 +220,17 @@ def _sweep_stale_creations(folder: Path) -> None:
             continue
 
 
-def template_bytes(migrations: Sequence[Migration], work: Path) -> bytes:
+def template_bytes(migrations: Sequence[Migration], work: Path, block_size: int = BLOCK_SIZE) -> bytes:
     """The bytes of a new, fully migrated agent file, built in ``work`` on first use and kept for the process.
 
-    The template is an empty DuckDB file (with :data:`BLOCK_SIZE` blocks) to which ``migrations`` were applied
+    The template is an empty DuckDB file (with ``block_size`` blocks) to which ``migrations`` were applied
     by :func:`migrate`, exactly as for any older file; it holds no agent's data.
 
     Raises:
         MigrationError: A migration failed.
         DiskFullError, OSError: The template could not be written in ``work``.
     """
-    key = tuple((m.name, m.apply) for m in migrations)
+    key = (block_size, tuple((m.name, m.apply) for m in migrations))
     with _templates_lock:
         data = _templates.get(key)
         if data is not None:
@@ -236,7 +238,7 @@ def template_bytes(migrations: Sequence[Migration], work: Path) -> bytes:
         temp = work / f".template.{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}.creating"
         try:
             try:
-                conn = duckdb.connect(str(temp), config={**_CONFIG, "default_block_size": str(BLOCK_SIZE)})
+                conn = duckdb.connect(str(temp), config={**CONFIG, "default_block_size": str(block_size)})
                 try:
                     conn.execute("SET enable_progress_bar = false")  # never print a bar in the caller's output
                     migrate(conn, str(temp), migrations, False)
@@ -265,11 +267,20 @@ def _write_durably(temp: Path, data: bytes) -> None:
         os.fsync(handle.fileno())
 
 
-def create_file(path: Path, migrations: Sequence[Migration]) -> None:
+def create_file(path: Path, migrations: Sequence[Migration], block_size: int = BLOCK_SIZE) -> bool:
     """Create the migrated file at ``path`` atomically: write a copy of the template, then link it in.
 
     If another process creates ``path`` first, its file is kept and this one discarded.
+
+    Returns:
+        Whether this call's copy was linked into place (False: another process created ``path`` first).
+
+    Raises:
+        InvalidArgumentError: ``block_size`` is not one DuckDB accepts; nothing is created.
     """
+    if block_size not in BLOCK_SIZES:
+        raise InvalidArgumentError(f"block_size {block_size!r} is not one DuckDB accepts; use one of "
+                                   f"{', '.join(f'{b:,}' for b in BLOCK_SIZES)} (bytes).")
     # Temporary files live in a folder of their own beside the agents, so that sweeping the leftovers of killed
     # creations lists a handful of files, not every agent of the class; the folder goes once it is empty.
     work = path.parent / _CREATING
@@ -279,7 +290,7 @@ def create_file(path: Path, migrations: Sequence[Migration]) -> None:
             work.mkdir(exist_ok=True)
             _sweep_stale_creations(work)
             try:
-                _write_durably(temp, template_bytes(migrations, work))
+                _write_durably(temp, template_bytes(migrations, work, block_size))
                 break
             except FileNotFoundError:
                 if attempt < 4:
@@ -287,12 +298,15 @@ def create_file(path: Path, migrations: Sequence[Migration]) -> None:
                 raise
         try:
             os.link(temp, path)
+            return True
         except FileExistsError:
-            pass  # another process won the race; open its file
+            return False  # another process won the race; open its file
         except OSError:
             # File systems without hard links: rename, which cannot refuse an existing target, so look first.
-            if not path.exists():
-                os.replace(temp, path)
+            if path.exists():
+                return False
+            os.replace(temp, path)
+            return True
     except OSError as exc:
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             raise DiskFullError(str(path), "creating it") from exc

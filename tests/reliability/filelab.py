@@ -281,9 +281,14 @@ class CheckpointResult:
         return found
 
 
-def checkpoint_trial(mount: Path) -> CheckpointResult:
-    """Append on the tmpfs ``mount`` until an automatic checkpoint fails, free space, append once more."""
+def checkpoint_trial(mount: Path, *, in_spare: bool | None = None) -> CheckpointResult:
+    """Append on the tmpfs ``mount`` until an automatic checkpoint fails, free space, append once more.
+
+    ``in_spare``: check that the new agent was opened in a spare DuckDB instance (True) or its own (False).
+    """
     agent = get_agent(Owner, "u1", root=mount)
+    if in_spare is not None:
+        assert agent.store._in_spare == in_spare
     session = Session.create(agent)
     agent.store.execute("SET checkpoint_threshold = '256KB'")
     filler = fill(mount, leave=1_800_000)

@@ -53,6 +53,19 @@ def small_disk(tmp_path):
     unmount(mount)
 
 
+@pytest.fixture(params=["own", "spare"])
+def instance(request, monkeypatch):
+    """Whether a new agent file opens in a DuckDB instance of its own or in a spare started ahead."""
+    from agentlab.store import files, instances
+
+    if request.param == "own":
+        monkeypatch.setattr(instances, "SPARES", 0)
+    else:
+        instances.start(files.CONFIG)
+        assert instances.ready(), "no spare DuckDB instance started"
+    return request.param
+
+
 class TestFilesThatAreNotAgents:
     def _target(self, root: Path) -> Path:
         path = agent_path("Owner", "u1", root)
@@ -172,8 +185,9 @@ class TestKilledCreation:
 
 
 class TestFullDisk:
-    def test_a_commit_that_cannot_be_written_raises_and_stores_nothing(self, small_disk):
+    def test_a_commit_that_cannot_be_written_raises_and_stores_nothing(self, small_disk, instance):
         agent = get_agent(Owner, "u1", root=small_disk)
+        assert agent.store._in_spare == (instance == "spare")
         session = Session.create(agent)
         session.append_message(text_message("m0", "before the disk filled"))
         state_before = agent.state
@@ -223,7 +237,9 @@ class TestFullDisk:
         assert _block(reopened, "memory") == "a fact"
         assert VectorStore(again.store, "kb", HashEmbedder(8)).keys() == ["k0"]
 
-    def test_a_failed_automatic_checkpoint_loses_no_acknowledged_write_and_recovers(self, small_disk):
-        result = checkpoint_trial(small_disk)
+    def test_a_failed_automatic_checkpoint_loses_no_acknowledged_write_and_recovers(self, small_disk, instance):
+        # A file opened in a spare instance is ATTACHed: DuckDB reports its failed checkpoint as an IO error
+        # ("Detach and reattach"), not the fatal error of its own instance; the store treats both alike.
+        result = checkpoint_trial(small_disk, in_spare=instance == "spare")
         assert result.problems == [] and result.lost == []
         assert result.reopened == result.acknowledged
