@@ -28,7 +28,7 @@ parent_id and session_id) and ``assistant_fts`` (FTS5, ``tokenize='porter unicod
   anchor's indexed query; **durable single append** next to DuckDB's own one-row INSERT into a table of the
   same columns in its own file, alternating in one loop (and the anchor's append for reference).
 
-Run: ``.venv/bin/python benchmarks/scale_bench.py [--sizes 10000,100000,1000000] [--repeats 2]``
+Run: ``.venv/bin/python benchmarks/scale_bench.py [--sizes 10000,100000,1000000] [--repeats 2] [--block-size 262144]``
 """
 
 from __future__ import annotations
@@ -121,12 +121,15 @@ def import_anchor(path: Path, corpus: Corpus) -> float:
     return spent + time.perf_counter() - t0
 
 
-def import_ours(home: Path, corpus: Corpus) -> float:
+def import_ours(home: Path, corpus: Corpus, block_size: int | None = None) -> float:
     from agentlab.agent.agent import Agent, get_agent
     from agentlab.session.session import Session
 
     class BenchAgent(Agent):
         pass
+
+    if block_size is not None:  # the file's DuckDB block size, fixed when it is created
+        BenchAgent.block_size = block_size
 
     agent = get_agent(BenchAgent, "bench", root=home)
     session = Session(agent)
@@ -318,7 +321,7 @@ def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def run_size(n: int, repeats: int, base: Path, session_options: dict) -> list[dict]:
+def run_size(n: int, repeats: int, base: Path, session_options: dict, block_size: int | None = None) -> list[dict]:
     corpus = Corpus(n)
     rng = np.random.default_rng(5)
     kinds = pick_queries(corpus, rng)
@@ -339,7 +342,7 @@ def run_size(n: int, repeats: int, base: Path, session_options: dict) -> list[di
             if side == "anchor":
                 record["import_anchor"] = import_anchor(lite_path, corpus)
             else:
-                record["import_ours"] = import_ours(home, corpus)
+                record["import_ours"] = import_ours(home, corpus, block_size)
         cold_ours = COLD_OURS.format(root=str(ROOT), home=str(home), depth=DEPTH, query=first_query, limit=LIMIT,
                                      branch_parent=branch_parent, session_options=session_options)
         cold_anchor = COLD_ANCHOR.format(path=str(lite_path), latest=SQLITE_LATEST, path_query=SQLITE_PATH,
@@ -401,10 +404,12 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "agentlab-scale-bench")
     parser.add_argument("--json", type=Path, default=None, help="also write every figure to this file")
     parser.add_argument("--session-options", default="{}", help="JSON keyword arguments for Session (both children)")
+    parser.add_argument("--block-size", type=int, default=None,
+                        help="DuckDB block size of our file (Agent.block_size; default: the class default, 16 KiB)")
     args = parser.parse_args()
     results = []
     for n in (int(s) for s in args.sizes.split(",")):
-        results += run_size(n, args.repeats, args.dir, json.loads(args.session_options))
+        results += run_size(n, args.repeats, args.dir, json.loads(args.session_options), args.block_size)
         if args.json is not None:
             args.json.write_text(json.dumps(results, indent=1))
     shutil.rmtree(args.dir, ignore_errors=True)

@@ -16,11 +16,11 @@ import json
 import os
 import threading
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from agentlab._hooks import Accessor
+from agentlab.agent.backends import backend_names, backend_opener
 from agentlab.agent.connection import Connection, Frame, current_connection
 from agentlab.agent.sql import SqlRunner
 from agentlab.agent.state import delete_state_row, read_state_row, to_json, write_state_row
@@ -53,18 +53,6 @@ A = TypeVar("A", bound="Agent")
 # class object reached it (a notebook cell re-run defines a new class object of the same name).
 _registry: dict[str, Agent] = {}
 _registry_lock = threading.RLock()  # re-entrant: on_start() may call get_agent()
-
-# Where else an agent can live: ``get_agent(..., backend=name)`` hands off to ``opener(cls, name, root=...,
-# read_only=..., **options)``. Higher layers register themselves (agentlab.cluster registers "ray"); this module
-# never imports them.
-_backends: dict[str, Callable[..., Any]] = {}
-
-
-def register_backend(name: str, opener: Callable[..., Any]) -> None:
-    """Make ``get_agent(cls, name, backend=name, **options)`` return ``opener(cls, name, root=..., read_only=...,
-    **options)`` (a handle to an agent that lives elsewhere, e.g. in a Ray actor)."""
-    _backends[name] = opener
-
 
 class Agent:
     """A named agent with its own DuckDB file, SQL, state and connections.
@@ -437,9 +425,9 @@ def get_agent(
         raise TypeError(f"get_agent needs an Agent subclass, not {cls!r}.")
     validate_name(name)
     if backend != "local":
-        opener = _backends.get(backend)
+        opener = backend_opener(backend)
         if opener is None:
-            known = ", ".join(repr(b) for b in ["local", *sorted(_backends)])
+            known = ", ".join(repr(b) for b in ["local", *backend_names()])
             raise InvalidArgumentError(f"Unknown backend {backend!r}; use one of {known}.")
         return opener(cls, name, root=root, read_only=read_only, **options)
     if options:
