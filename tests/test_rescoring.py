@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from agentlab.errors import EvaluationError
 from agentlab.eval.datasets import Conversation, DialogueSession, DialogueTurn, load_bundled
 from agentlab.eval.embedcache import EmbeddingCache
 from agentlab.eval.rescoring import asks_for_several, asks_when
@@ -194,6 +195,11 @@ class TestDiversity:
         lexical_only.fit(conversation)
         with pytest.raises(TypeError, match="Dense"):
             lexical_only.rank(questions[0], 5)
+
+    @pytest.mark.parametrize("make", [Diversify, MMR], ids=["diversify", "mmr"])
+    def test_an_unknown_when_is_refused_with_the_choices(self, make):
+        with pytest.raises(EvaluationError, match="'always' or 'list'"):
+            make(BM25(), when="lists")
 
 
 class TestTheDefaultStrategy:

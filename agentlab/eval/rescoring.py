@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from agentlab.errors import EvaluationError
 from agentlab.eval.datasets import parse_date
 from agentlab.eval.rewrites import named_speakers
 from agentlab.eval.units import Unit, _by_score
@@ -286,6 +287,18 @@ class Neighbours(Rescored):
         return neighbour_boost(scores, self._sessions(), weight=self.weight)
 
 
+def _checked_when(when: str) -> str:
+    """``when`` of :class:`Diversify` and :class:`MMR`, checked."""
+    if when not in ("always", "list"):
+        raise EvaluationError(f"when must be 'always' or 'list', not {when!r}.")
+    return when
+
+
+def _applies(when: str, query: str) -> bool:
+    """Whether a re-ranking with this ``when`` applies to ``query`` (``"list"``: questions asking for several)."""
+    return when == "always" or asks_for_several(query)
+
+
 class Diversify(Rescored):
     """Re-rank the first ``depth`` units so each extra unit from an already used session costs ``penalty``.
 
@@ -299,12 +312,10 @@ class Diversify(Rescored):
     def __init__(self, inner: Any, *, penalty: float = 0.1, depth: int = 30, when: str = "list",
                  name: str | None = None) -> None:
         super().__init__(inner, name=name)
-        if when not in ("always", "list"):
-            raise ValueError(f"when must be 'always' or 'list', not {when!r}.")
-        self.penalty, self.depth, self.when = float(penalty), int(depth), when
+        self.penalty, self.depth, self.when = float(penalty), int(depth), _checked_when(when)
 
     def adjust(self, query: str, scores: np.ndarray) -> np.ndarray:
-        if self.when == "list" and not asks_for_several(query):
+        if not _applies(self.when, query):
             return scores
         return diversify_groups(scores, self._sessions(), penalty=self.penalty, depth=self.depth)
 
@@ -334,12 +345,10 @@ class MMR(Rescored):
     def __init__(self, inner: Any, *, lam: float = 0.3, depth: int = 30, when: str = "always",
                  name: str | None = None) -> None:
         super().__init__(inner, name=name)
-        if when not in ("always", "list"):
-            raise ValueError(f"when must be 'always' or 'list', not {when!r}.")
-        self.lam, self.depth, self.when = float(lam), int(depth), when
+        self.lam, self.depth, self.when = float(lam), int(depth), _checked_when(when)
 
     def adjust(self, query: str, scores: np.ndarray) -> np.ndarray:
-        if self.when == "list" and not asks_for_several(query):
+        if not _applies(self.when, query):
             return scores
         vectors = _vectors_of(self.inner)
         if vectors is None:
