@@ -47,6 +47,7 @@ from agentlab.store.files import remove_database_files
 from agentlab.store.fsync import fsync_dir, fsync_file
 from agentlab.store.migrations import MIGRATIONS
 from agentlab.store.naming import agent_path, kebab_case, resolve_root, validate_name
+from agentlab.store.quoting import sql_ident, sql_literal
 
 __all__ = ["FORMAT", "LARGE_IMPORT", "MANIFEST", "export", "import_", "import_block_size", "read_manifest"]
 
@@ -64,14 +65,6 @@ WHERE database_name = current_database() AND schema_name = 'main' AND NOT tempor
 """
 _MIGRATIONS_TABLE = "_agentlab_migrations"
 _PLAIN_TABLE = re.compile(r"[A-Za-z0-9_]{1,100}")
-
-
-def _ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 def _store_of(agent: Any) -> Store:
@@ -154,12 +147,12 @@ def _write_tables(store: Store, agent: Any, work: Path) -> dict[str, Any]:
                                       "rename one of them with agent.sql('ALTER TABLE ... RENAME TO ...').")
                 used[name] = table
                 file = work / name
-                conn.execute(f"COPY (SELECT * FROM {_ident(table)}) TO {_literal(str(file))} (FORMAT parquet)")
+                conn.execute(f"COPY (SELECT * FROM {sql_ident(table)}) TO {sql_literal(str(file))} (FORMAT parquet)")
                 fsync_file(file)
                 columns = conn.execute(
                     "SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = current_database() "
                     "AND schema_name = 'main' AND table_name = ? ORDER BY column_index", [table]).fetchall()
-                rows = conn.execute(f"SELECT count(*) FROM {_ident(table)}").fetchall()[0][0]
+                rows = conn.execute(f"SELECT count(*) FROM {sql_ident(table)}").fetchall()[0][0]
                 tables[table] = {"file": name, "rows": int(rows), "columns": [list(c) for c in columns]}
             sequences = {name: last for name, last, _, _ in conn.execute(_SEQUENCES).fetchall()}
             meta = dict(conn.execute("SELECT key, value FROM agent_meta").fetchall()) if "agent_meta" in tables \
@@ -285,7 +278,7 @@ def _check_files(folder: Path, tables: dict[str, Any]) -> None:
             if os.path.dirname(os.path.realpath(file)) != base:
                 raise ExportError(f"{file} (table {table!r}) links to a file outside {folder}; it is refused so "
                                   "that nothing outside the export is read.")
-            source = f"read_parquet({_literal(str(file))})"
+            source = f"read_parquet({sql_literal(str(file))})"
             try:
                 columns = [r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()]
                 rows = con.execute(f"SELECT count(*) FROM {source}").fetchall()[0][0]
@@ -434,13 +427,13 @@ def _restore(store: Store, folder: Path, manifest: dict[str, Any], name: str, cl
                 if table == _MIGRATIONS_TABLE:
                     # Keep the record of migrations this file got at creation that the export lacked.
                     conn.execute(f"DELETE FROM {_MIGRATIONS_TABLE} WHERE name IN "
-                                 f"(SELECT name FROM read_parquet({_literal(file)}))")
+                                 f"(SELECT name FROM read_parquet({sql_literal(file)}))")
                 elif table in existing:
-                    conn.execute(f"DELETE FROM {_ident(table)}")
+                    conn.execute(f"DELETE FROM {sql_ident(table)}")
                 else:  # a researcher's own table: recreated from the Parquet schema
-                    conn.execute(f"CREATE TABLE {_ident(table)} AS SELECT * FROM read_parquet({_literal(file)}) "
+                    conn.execute(f"CREATE TABLE {sql_ident(table)} AS SELECT * FROM read_parquet({sql_literal(file)}) "
                                  "LIMIT 0")
-                insert = f"INSERT INTO {_ident(table)} BY NAME SELECT * FROM read_parquet({_literal(file)})"
+                insert = f"INSERT INTO {sql_ident(table)} BY NAME SELECT * FROM read_parquet({sql_literal(file)})"
                 inserted = conn.execute(insert).fetchall()[0][0]
                 if inserted != info["rows"]:  # the file changed since it was checked
                     raise ExportMismatchError(table, info["file"], "rows", info["rows"], inserted)
@@ -477,4 +470,4 @@ def _advance_sequences(conn: Any, wanted: dict[str, Any]) -> None:
         position = now if now is not None else start - step
         calls = (int(last) - int(position)) // int(step or 1)
         if calls > 0:
-            conn.execute(f"SELECT max(nextval({_literal(sequence)})) FROM range(?)", [calls])
+            conn.execute(f"SELECT max(nextval({sql_literal(sequence)})) FROM range(?)", [calls])

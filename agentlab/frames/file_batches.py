@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from agentlab.errors import ExportError
+from agentlab.store.quoting import sql_ident, sql_literal
 
-__all__ = ["LEADING", "LISTING", "BatchReader", "ident", "literal"]
+__all__ = ["LEADING", "LISTING", "BatchReader"]
 
 LISTING = "agents"  # the table that lists the files; a file's own table of that name is left out
 LEADING = ("agent", "agent_class", "_alias")  # columns every stacked table starts with; a file's own are left out
@@ -29,14 +30,6 @@ _TABLES = """
 SELECT database_name, table_name, estimated_size, sql FROM duckdb_tables()
 WHERE schema_name = 'main' AND starts_with(database_name, 'agent_')
 """
-
-
-def literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
-def ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 class BatchReader:
@@ -61,7 +54,7 @@ class BatchReader:
         self.failures: dict[int, Exception] = {}
 
     def part(self, table: str) -> str:
-        return f"_parts.{ident(f'{table}_{self.worker}')}"
+        return f"_parts.{sql_ident(f'{table}_{self.worker}')}"
 
     def read(self, paths: list[Path], positions: list[int], wanted: Collection[str] | None,
              listing: dict[int, dict[str, Any]] | None) -> None:
@@ -75,7 +68,7 @@ class BatchReader:
         attached: list[dict[str, Any]] = []
         for i in positions:
             try:
-                self.cursor.execute(f"ATTACH {literal(str(paths[i]))} AS agent_{i} (READ_ONLY)")
+                self.cursor.execute(f"ATTACH {sql_literal(str(paths[i]))} AS agent_{i} (READ_ONLY)")
             except duckdb.Error as exc:
                 self.failures[i] = exc
                 continue
@@ -109,7 +102,7 @@ class BatchReader:
                 continue
             shape = self.shapes.get(sql)
             if shape is None:
-                described = self.cursor.execute(f"DESCRIBE {alias}.{ident(table)}").fetchall()
+                described = self.cursor.execute(f"DESCRIBE {alias}.{sql_ident(table)}").fetchall()
                 shape = self.shapes[sql] = tuple((r[0], r[1]) for r in described if r[0] not in LEADING)
             shapes.setdefault(table, {}).setdefault(shape, []).append(alias)
         if names:
@@ -120,10 +113,11 @@ class BatchReader:
                 filled = [a for a in aliases if rows.get((a, table))]
                 if not filled:
                     continue
-                columns = ", ".join(ident(name) for name, _ in shape)
+                columns = ", ".join(sql_ident(name) for name, _ in shape)
                 branches = " UNION ALL ".join(
-                    f"SELECT {literal(by_alias[a]['agent'] or '')}, {literal(by_alias[a]['agent_class'] or '')}, "
-                    f"{literal(a)}, {columns} FROM {a}.{ident(table)}" for a in filled)
+                    f"SELECT {sql_literal(by_alias[a]['agent'] or '')}, "
+                    f"{sql_literal(by_alias[a]['agent_class'] or '')}, {sql_literal(a)}, {columns} "
+                    f"FROM {a}.{sql_ident(table)}" for a in filled)
                 try:
                     self.cursor.execute(f"INSERT INTO {self.part(table)} (agent, agent_class, _alias, "
                                         f"{columns}) {branches}")
@@ -135,7 +129,7 @@ class BatchReader:
         """Fill each attached file's ``agent`` and ``agent_class`` from its ``agent_meta`` (one statement)."""
         if not with_meta:
             return
-        query = " UNION ALL ".join(f"SELECT {literal(a)}, key, value FROM {a}.agent_meta "
+        query = " UNION ALL ".join(f"SELECT {sql_literal(a)}, key, value FROM {a}.agent_meta "
                                    "WHERE key IN ('name', 'class')" for a in with_meta)
         for alias, key, value in self.cursor.execute(query).fetchall():
             by_alias[alias]["agent" if key == "name" else "agent_class"] = value
@@ -144,12 +138,12 @@ class BatchReader:
         """Create this worker's ``table``, or add the columns of ``shape`` it lacks (a file of another schema)."""
         known = self.columns.get(table)
         if known is None:
-            columns = ", ".join(f"{ident(name)} {kind}" for name, kind in shape)
+            columns = ", ".join(f"{sql_ident(name)} {kind}" for name, kind in shape)
             self.cursor.execute(f"CREATE TABLE {self.part(table)} "
                                 f"(agent VARCHAR, agent_class VARCHAR, _alias VARCHAR, {columns})")
             self.columns[table] = dict(shape)
             return
         for name, kind in shape:
             if name not in known:
-                self.cursor.execute(f"ALTER TABLE {self.part(table)} ADD COLUMN {ident(name)} {kind}")
+                self.cursor.execute(f"ALTER TABLE {self.part(table)} ADD COLUMN {sql_ident(name)} {kind}")
                 known[name] = kind

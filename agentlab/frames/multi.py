@@ -41,7 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from agentlab.errors import AgentLockedError, ExportError
-from agentlab.frames.file_batches import LISTING, BatchReader, ident
+from agentlab.frames.file_batches import LISTING, BatchReader
+from agentlab.store.quoting import sql_ident
 
 __all__ = ["BATCH", "DEFAULT_TABLES", "PROGRESS_FROM", "WORKERS", "MultiAgent", "open_many"]
 
@@ -243,7 +244,8 @@ class MultiAgent:
         """Make each table read so far one view over its per-worker parts."""
         for table in sorted({t for r in self._readers for t in r.columns}):
             parts = [f"SELECT * FROM {r.part(table)}" for r in self._readers if table in r.columns]
-            self._conn.execute(f"CREATE OR REPLACE TEMP VIEW {ident(table)} AS " + " UNION ALL BY NAME ".join(parts))
+            self._conn.execute(f"CREATE OR REPLACE TEMP VIEW {sql_ident(table)} AS "
+                               + " UNION ALL BY NAME ".join(parts))
 
     @staticmethod
     def _attach_error(path: Path, exc: Exception) -> Exception:

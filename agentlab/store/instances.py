@@ -25,6 +25,8 @@ import os
 import threading
 from typing import Any
 
+from agentlab.store.quoting import sql_ident, sql_literal
+
 __all__ = ["SPARES", "open_new", "ready", "spare_count", "start"]
 
 SPARES = 1
@@ -36,14 +38,6 @@ machine whose cores are all busy is better off with 0."""
 _lock = threading.Condition()
 _spares: list[Any] = []
 _state: dict[str, Any] = {"thread": None, "stopping": False, "config": None}
-
-
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
-def _ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def _fill() -> None:
@@ -108,12 +102,12 @@ def open_new(path: str) -> Any | None:
         spare = _spares.pop()
         _lock.notify_all()  # the thread starts the next one
     try:
-        spare.execute(f"ATTACH {_literal(path)}")  # DuckDB names it as duckdb.connect(path) would
+        spare.execute(f"ATTACH {sql_literal(path)}")  # DuckDB names it as duckdb.connect(path) would
         name = spare.execute("SELECT database_name FROM duckdb_databases() "
                              "WHERE NOT internal AND database_name <> 'memory'").fetchall()[0][0]
-        spare.execute(f"USE {_ident(name)}")
+        spare.execute(f"USE {sql_ident(name)}")
         spare.execute("DETACH memory")
-        spare.execute(f"SET temp_directory = {_literal(path + '.tmp')}")
+        spare.execute(f"SET temp_directory = {sql_literal(path + '.tmp')}")
     except duckdb.Error:
         try:
             spare.close()
