@@ -29,7 +29,8 @@ TEXTS = {"a": "apples and pears", "b": "apple pie recipe", "c": "nothing to see"
 
 def _old_file(path) -> dict[str, float]:
     """A file as the code before m060 wrote it: sequence-numbered rows, postings in fulltext_docs."""
-    old = Store(path, migrations=[m for m in MIGRATIONS if m.name != "m060_message_search"])
+    before_m060 = MIGRATIONS[:[m.name for m in MIGRATIONS].index("m060_message_search")]
+    old = Store(path, migrations=before_m060)
     fts = FullTextIndex(old, "messages")
     parent = None
     for mid, text in TEXTS.items():
@@ -223,3 +224,18 @@ def test_an_append_outside_a_transaction_is_durable_on_return(store_path):
     assert other.execute("SELECT id FROM messages").fetchall() == [("m1",)]
     other.close()
     store.close()
+
+
+class TestCompression:
+    def test_message_texts_and_tokens_are_stored_with_zstd(self, store_path):
+        store = Store(store_path)
+        Session(store).append_messages([msg(f"m{i}", f"message number {i} about apples") for i in range(3000)])
+        store.close()
+        import duckdb
+
+        conn = duckdb.connect(str(store_path), read_only=True)
+        found = dict(conn.execute(
+            "SELECT column_name, string_agg(DISTINCT compression, ',') FROM pragma_storage_info('messages') "
+            "WHERE segment_type = 'VARCHAR' AND column_name IN ('content', 'search_tokens') GROUP BY ALL").fetchall())
+        conn.close()
+        assert found == {"content": "ZSTD", "search_tokens": "ZSTD"}
