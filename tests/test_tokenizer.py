@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agentlab.search.token_arrays import token_array
 from agentlab.search.tokenizer import (
     get_tokenizer,
     porter_stem,
@@ -189,6 +190,22 @@ class TestBulkTokenizing:
         texts = [*VARIED, "a\x01b sentinel inside", "plain ascii", "", "naïve", "x"]
         assert token_strings(texts) == [" ".join(tokenize(t)) for t in texts]
         assert token_strings([]) == []
+
+    @pytest.mark.parametrize("texts", [
+        [*VARIED, "a\x01b sentinel inside", "plain ascii", "", "naïve", "x"],
+        ["", "   ", "!!!"],  # no tokens at all
+        ["  leading and trailing  ", "runs   of\t\nseparators", "Deploying deployed deploys"],  # shared stems
+        [],
+    ])
+    def test_token_array_equals_joined_tokenize_with_codes_that_agree(self, texts):
+        found = token_array(texts)
+        assert found.joined.to_pylist() == [" ".join(tokenize(t)) for t in texts]
+        terms = found.terms.to_pylist()
+        assert len(set(terms)) == len(terms)
+        assert set(found.codes.tolist()) == set(range(len(terms)))  # every term is used
+        assert found.lengths.tolist() == [len(tokenize(t)) for t in texts]
+        assert [terms[c] for c in found.codes.tolist()] == [w for t in texts for w in tokenize(t)]
+        assert found.coded().to_pylist() == [tokenize(t) for t in texts]  # the dictionary column, decoded
 
 
 class TestOtherTokenizers:

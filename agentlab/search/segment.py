@@ -219,24 +219,47 @@ def stable_order(keys: np.ndarray) -> np.ndarray:
     return order[np.argsort((keys >> 16).astype(np.uint16)[order], kind="stable")]
 
 
-def build_segment(table: Any, lexicon: Lexicon, hashes: np.ndarray | None = None) -> Segment:
-    """A segment of the rows of an Arrow table ``(doc_id, grp, seq, search_seq, length, tokens[, content])``.
+def _term_ids(table: Any, lexicon: Lexicon, total: int) -> np.ndarray:
+    """The lexicon id of every token of the table's documents, in order (new terms are added to ``lexicon``).
 
-    ``tokens`` are stemmed tokens joined by single spaces ("" for a document without tokens). New terms are added
+    Only the distinct terms meet the lexicon's dict: a batch tokenized by
+    :func:`agentlab.search.token_arrays.token_array` carries its tokens dictionary-coded (``token_codes``, one
+    dictionary per chunk); otherwise Arrow splits and dictionary-encodes the ``tokens`` strings in C++.
+    """
+    import pyarrow.compute as pc
+
+    if "token_codes" in table.column_names:
+        parts = []
+        for chunk in table.column("token_codes").chunks:
+            coded = chunk.flatten()
+            if len(coded):
+                parts.append(lexicon.ids_of(coded.dictionary.to_pylist())[numpy_ints(coded.indices)])
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    flat = pc.list_flatten(pc.split_pattern(table.column("tokens"), " "))
+    encoded = pc.dictionary_encode(flat.combine_chunks() if hasattr(flat, "combine_chunks") else flat)
+    terms = encoded.dictionary.to_pylist()
+    local = numpy_ints(encoded.indices) if len(encoded.indices) else np.zeros(0, dtype=np.int32)
+    if len(local) == total:
+        return lexicon.ids_of(terms)[local] if len(local) else np.zeros(0, dtype=np.int64)
+    empty = terms.index("")  # "" is how a document without tokens is stored: not a token, nor a term
+    ids = np.zeros(len(terms), dtype=np.int64)
+    ids[np.arange(len(terms)) != empty] = lexicon.ids_of(terms[:empty] + terms[empty + 1:])
+    return ids[local[local != empty]]
+
+
+def build_segment(table: Any, lexicon: Lexicon, hashes: np.ndarray | None = None) -> Segment:
+    """A segment of the rows of an Arrow table ``(doc_id, grp, seq, search_seq, length, tokens[, content,
+    token_codes])``.
+
+    ``tokens`` are stemmed tokens joined by single spaces ("" for a document without tokens); ``token_codes``, when
+    present, the same tokens dictionary-coded (see :func:`_term_ids`). New terms are added
     to ``lexicon``. ``hashes`` are the rows' ``doc_hash`` values (zeros when not known yet).
     """
     import pyarrow.compute as pc
 
     n = table.num_rows
     lengths = numpy_ints(table.column("length")).astype(np.int64)
-    # Arrow splits and dictionary-encodes in C++, so only the distinct terms meet the lexicon's dict.
-    flat = pc.list_flatten(pc.split_pattern(table.column("tokens"), " "))
-    encoded = pc.dictionary_encode(flat.combine_chunks() if hasattr(flat, "combine_chunks") else flat)
-    terms = encoded.dictionary.to_pylist()
-    local = numpy_ints(encoded.indices) if len(encoded.indices) else np.zeros(0, dtype=np.int32)
-    if len(local) != int(lengths.sum()):  # "" is how a document without tokens is stored: not a token
-        local = local[local != terms.index("")]
-    tids = lexicon.ids_of(terms)[local] if len(local) else np.zeros(0, dtype=np.int64)
+    tids = _term_ids(table, lexicon, int(lengths.sum()))
     n_terms = len(lexicon)
     docnums = np.repeat(np.arange(n, dtype=np.int64), lengths)
     positions = np.arange(len(tids), dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)

@@ -101,6 +101,16 @@ class _FoldTable(dict[int, str]):
 _FOLD = _FoldTable()
 
 
+def fold(text: str) -> str:
+    """``text`` with every unicode61 separator a space and every token character case-folded, diacritics removed.
+
+    Splitting the result on spaces gives :func:`words` (with empty strings where separators run together).
+    """
+    if text.isascii():
+        return text.translate(_ASCII_FOLD)  # CPython translates ASCII-to-ASCII in a fast path
+    return text.translate(_FOLD)
+
+
 def words(text: str) -> list[str]:
     """Split text into unicode61 tokens: case-folded, diacritics removed, not stemmed.
 
@@ -336,6 +346,11 @@ def stem(word: str) -> str:
     written; the tests re-check several thousand), the rest through :func:`porter_stem`.
     """
     return _STEMS[word]
+
+
+def stems(words: list[str]) -> list[str]:
+    """:func:`stem` of each word, through the same memo (one C-level lookup per word already seen)."""
+    return list(map(_STEMS.__getitem__, words))
 
 
 # -- tokenizers --------------------------------------------------------------------------------

@@ -20,7 +20,8 @@ from datetime import datetime
 from typing import Any
 
 from agentlab.search.postings import arrow_ints, arrow_optional_strings, arrow_strings
-from agentlab.search.tokenizer import token_strings, tokenize
+from agentlab.search.token_arrays import token_array
+from agentlab.search.tokenizer import tokenize
 from agentlab.session.messages import message_text
 
 __all__ = ["insert_one", "insert_rows", "plain_time", "search_tokens"]
@@ -80,7 +81,7 @@ def insert_rows(conn: Any, session_id: str, ids: list[str], parents: list[str | 
 
     Returns:
         The rows' roles, and the indexed ones as an Arrow table (doc_id, grp, seq, search_seq, length, tokens,
-        content) for the search index, or None if no row has text.
+        content, token_codes) for the search index, or None if no row has text.
     """
     import numpy as np
     import pyarrow as pa
@@ -89,9 +90,13 @@ def insert_rows(conn: Any, session_id: str, ids: list[str], parents: list[str | 
     roles = [m["role"] for m in stored]
     texts = [message_text(m) for m in stored]
     indexed = [i for i, text in enumerate(texts) if text]
-    tokens: list[str | None] = [None] * n
-    for i, joined in zip(indexed, token_strings([texts[i] for i in indexed])):
-        tokens[i] = joined
+    found = token_array([texts[i] for i in indexed])
+    if len(indexed) == n:
+        tokens = found.joined
+    else:  # rows without text get NULL tokens: a take with a null index gives null
+        at = np.full(n, -1, dtype=np.int64)
+        at[indexed] = np.arange(len(indexed))
+        tokens = found.joined.take(pa.array(at, mask=at < 0))
     # Arrow arrays built from buffers: pa.array over Python lists imports pandas on first use (0.5 s).
     batch = pa.table({
         "seq": arrow_ints(np.arange(first, first + n, dtype=np.int64)),
@@ -101,7 +106,7 @@ def insert_rows(conn: Any, session_id: str, ids: list[str], parents: list[str | 
         "role": arrow_strings(roles),
         "content": arrow_strings(contents),
         "created": arrow_strings([m["created_at"] for m in stored]),
-        "tokens": arrow_optional_strings(tokens),
+        "tokens": tokens,
     })
     conn.register("_agentlab_message_batch", batch)
     try:
@@ -111,10 +116,8 @@ def insert_rows(conn: Any, session_id: str, ids: list[str], parents: list[str | 
     if not indexed:
         return roles, None
     picked = batch if len(indexed) == n else batch.take(arrow_ints(np.array(indexed, dtype=np.int64)))
-    kept_tokens = [tokens[i] or "" for i in indexed]
-    lengths = np.fromiter((t.count(" ") + 1 if t else 0 for t in kept_tokens), dtype=np.int64,
-                          count=len(kept_tokens))
     search = pa.table({"doc_id": picked.column("id"), "grp": picked.column("session_id"), "seq": picked.column("seq"),
-                       "search_seq": picked.column("seq"), "length": arrow_ints(lengths),
-                       "tokens": picked.column("tokens"), "content": picked.column("content")})
+                       "search_seq": picked.column("seq"), "length": arrow_ints(found.lengths),
+                       "tokens": picked.column("tokens"), "content": picked.column("content"),
+                       "token_codes": found.coded()})
     return roles, search
