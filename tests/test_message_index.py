@@ -33,6 +33,7 @@ def small_thresholds(monkeypatch):
     monkeypatch.setattr(index_state, "FLUSH_DOCS", 7)
     monkeypatch.setattr(index_state, "MAX_SEGMENTS", 3)
     monkeypatch.setattr(index_state, "MERGE_AT_ONCE", 2)
+    monkeypatch.setattr(index_state, "BUILD_DOCS", 4)  # bulk batches of 4 or more build on the builder thread
 
 
 def _quote(s: str) -> str:
@@ -322,3 +323,74 @@ class TestAFullDisk:
         store = Store(store_path)  # the next opener rebuilds what could not be saved
         check_all(store, oracle)
         store.close()
+
+
+class TestTheBuilderThread:
+    def test_batches_built_meanwhile_are_searched_in_order_and_saved(self, store_path):
+        oracle = Oracle()
+        store = Store(store_path)
+        session = Session(store)
+        rng = random.Random(5)
+        for b in range(6):
+            batch = [msg(f"b{b}-{i}", text(rng)) for i in range(5)]
+            session.append_messages(batch)
+            for m in batch:
+                oracle.put(m["id"], m["parts"][0]["text"])
+        state = tree_of(store).fts._state
+        check_all(store, oracle)  # waits for the builds, then agrees with FTS5 (ties follow the write order)
+        assert not state.building
+        store.close()
+        store = Store(store_path)
+        check_all(store, oracle)
+        assert tree_of(store).fts._state.exact  # saved at close with every batch in it
+        store.close()
+
+    def test_a_build_that_fails_leaves_its_rows_to_the_file(self, store_path, monkeypatch):
+        monkeypatch.setattr(index_state, "FLUSH_DOCS", 1000)  # no flush: only the builder thread builds
+        oracle = Oracle()
+        store = Store(store_path)
+        session = Session(store)
+        session.append_message(msg("first", "alpha beta"))
+        oracle.put("first", "alpha beta")
+        real = index_state.build_segment
+
+        def failing(table, lexicon, hashes=None):
+            raise MemoryError("no room for this build")
+
+        monkeypatch.setattr(index_state, "build_segment", failing)
+        batch = [msg(f"m{i}", "gamma delta friday" if i % 2 else "alpha server") for i in range(6)]
+        session.append_messages(batch)  # the write commits; only the index build fails
+        monkeypatch.setattr(index_state, "build_segment", real)
+        for m in batch:
+            oracle.put(m["id"], m["parts"][0]["text"])
+        check_all(store, oracle)  # the failed batch was read back from the file
+        store.close()
+
+
+class TestSegmentsFromCodedTokens:
+    def test_coded_tokens_build_the_same_segment_as_token_strings(self):
+        import numpy as np
+        import pyarrow as pa
+
+        from agentlab.search.lexicon import Lexicon
+        from agentlab.search.postings import arrow_ints, arrow_strings
+        from agentlab.search.segment import build_segment
+        from agentlab.search.token_arrays import token_array
+
+        rng = random.Random(3)
+        texts = [text(rng) for _ in range(40)] + ["", "Ünïcode naïve café", "  runs   of  spaces  "]
+        found = token_array(texts)
+        table = pa.table({"doc_id": arrow_strings([f"m{i}" for i in range(len(texts))]),
+                          "grp": arrow_strings(["" if i % 3 else "b" for i in range(len(texts))]),
+                          "seq": arrow_ints(np.arange(len(texts))), "search_seq": arrow_ints(np.arange(len(texts))),
+                          "length": arrow_ints(found.lengths), "tokens": found.joined,
+                          "content": arrow_strings(texts)})
+        # Two batches, as two bulk writes arrive: each carries its own dictionary of terms.
+        halves = [table.slice(0, 20), table.slice(20)]
+        coded = pa.concat_tables([h.append_column("token_codes", token_array(texts[h_start:h_start + h.num_rows]).coded())
+                                  for h, h_start in zip(halves, (0, 20))])
+        plain, from_codes = Lexicon(), Lexicon()
+        want, got = build_segment(table, plain), build_segment(coded, from_codes)
+        assert [from_codes.term(i) for i in range(len(from_codes))] == [plain.term(i) for i in range(len(plain))]
+        for name, array in want.arrays().items():
+            assert np.array_equal(got.arrays()[name], array), name
