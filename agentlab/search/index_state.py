@@ -478,8 +478,11 @@ class IndexState:
         if not self.changed and self.saved_stamp is not None and self.saved_stamp == store.opened_stamp and \
                 self.exact and store.stamp() == self.saved_stamp:
             return  # nothing happened to the file or the index since it was saved
+        # DuckDB's checkpoint first: it releases the GIL, so a segment still being built on the builder thread
+        # is finished meanwhile. The flush only reads the file, so the stamp taken after it still holds.
+        checkpointed = store.checkpoint()
         self.flush()
-        stamp = store.stamp() if self.exact and store.checkpoint() else None
+        stamp = store.stamp() if self.exact and checkpointed else None
         self.commit(stamp)
         self._closing_stamp = stamp
 

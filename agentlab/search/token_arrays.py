@@ -45,14 +45,21 @@ class TokenArrays:
         batch's distinct terms as the dictionary (what :func:`agentlab.search.segment.build_segment` reads)."""
         import pyarrow as pa
 
-        values = pa.DictionaryArray.from_arrays(pa.array(self.codes), self.terms)
-        return pa.LargeListArray.from_arrays(pa.array(_offsets(self.lengths)), values)
+        from agentlab.search.postings import arrow_ints
+
+        values = pa.DictionaryArray.from_arrays(arrow_ints(self.codes), self.terms)
+        return _lists(self.lengths, values)
 
 
-def _offsets(lengths: np.ndarray) -> np.ndarray:
+def _lists(lengths: np.ndarray, values: Any) -> Any:
+    """A ``large_list`` array of ``values`` cut into lists of these lengths (built from buffers: ``pa.scalar``,
+    ``pa.array`` and ``LargeListArray.from_arrays`` import pandas on first use, 0.15 s)."""
+    import pyarrow as pa
+
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    return offsets
+    return pa.Array.from_buffers(pa.large_list(values.type), len(lengths), [None, pa.py_buffer(offsets)],
+                                 children=[values])
 
 
 def token_array(texts: Sequence[str]) -> TokenArrays:
@@ -62,10 +69,9 @@ def token_array(texts: Sequence[str]) -> TokenArrays:
         >>> token_array(["Deploying the deployment", "", "deploy!"]).joined.to_pylist()
         ['deploi the deploy', '', 'deploi']
     """
-    import pyarrow as pa
     import pyarrow.compute as pc
 
-    from agentlab.search.postings import arrow_strings, numpy_ints
+    from agentlab.search.postings import arrow_ints, arrow_strings, numpy_ints
 
     words = pc.split_pattern(arrow_strings([fold(t) for t in texts]), " ")
     encoded = pc.dictionary_encode(words.flatten())
@@ -86,7 +92,5 @@ def token_array(texts: Sequence[str]) -> TokenArrays:
         by_stem = pc.dictionary_encode(arrow_strings(stemmed))
         codes = numpy_ints(by_stem.indices).astype(np.int32)[codes]
         terms = by_stem.dictionary
-    tokens = terms.take(pa.array(codes))
-    joined = pc.binary_join(pa.LargeListArray.from_arrays(pa.array(_offsets(lengths)), tokens),
-                            pa.scalar(" ", pa.large_string()))
+    joined = pc.binary_join(_lists(lengths, terms.take(arrow_ints(codes))), arrow_strings([" "] * len(texts)))
     return TokenArrays(joined, terms, codes, lengths)

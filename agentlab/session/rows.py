@@ -93,10 +93,11 @@ def insert_rows(conn: Any, session_id: str, ids: list[str], parents: list[str | 
     found = token_array([texts[i] for i in indexed])
     if len(indexed) == n:
         tokens = found.joined
-    else:  # rows without text get NULL tokens: a take with a null index gives null
-        at = np.full(n, -1, dtype=np.int64)
-        at[indexed] = np.arange(len(indexed))
-        tokens = found.joined.take(pa.array(at, mask=at < 0))
+    else:  # rows without text get NULL tokens (not indexed)
+        joined: list[str | None] = [None] * n
+        for i, value in zip(indexed, found.joined.to_pylist()):
+            joined[i] = value
+        tokens = arrow_optional_strings(joined)
     # Arrow arrays built from buffers: pa.array over Python lists imports pandas on first use (0.5 s).
     batch = pa.table({
         "seq": arrow_ints(np.arange(first, first + n, dtype=np.int64)),
