@@ -315,7 +315,7 @@ def _paper_stemmer() -> Any:
 
 
 def _paper_porter() -> Callable[[str], str]:
-    return _paper_stemmer().stemWord  # type: ignore[no-any-return]
+    return _paper_stemmer().stemWord
 
 
 def _paper_safe(word: str) -> bool:
