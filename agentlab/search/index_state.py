@@ -120,7 +120,13 @@ class IndexState:
         """Forget every part; the next use reopens the persisted index and reconciles it (after outside SQL)."""
         self.opened = False
 
-    def open(self) -> None:
+    def open(self, indexed: int | None = None) -> None:
+        """Read the persisted index, if any, and decide whether it can be trusted as it is.
+
+        Args:
+            indexed: The file's number of indexed messages, if the caller knows it (else it is counted when
+                there is no persisted index).
+        """
         if self.opened:
             return
         self.lexicon = Lexicon()
@@ -145,7 +151,9 @@ class IndexState:
             self.exact = meta.get("stamp") is not None and meta.get("stamp") == store.opened_stamp and \
                 store.outside_writes == 0
         else:  # no index yet: exact only if the file has nothing to index (a new agent)
-            self.exact = not store.scalar("SELECT count(*) FROM messages WHERE search_tokens IS NOT NULL")
+            if indexed is None:
+                indexed = store.scalar("SELECT count(*) FROM messages WHERE search_tokens IS NOT NULL")
+            self.exact = not indexed
         self.saved_stamp = meta.get("stamp") if meta is not None else None
         self.opened = True
         if self.files is not None and not store.read_only:

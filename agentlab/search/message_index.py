@@ -139,10 +139,15 @@ class MessageIndex:
         return int(self.store.scalar(
             "SELECT count(*) FROM messages WHERE search_tokens IS NOT NULL AND session_id = ?", [group]))
 
-    def prepare(self) -> None:
-        """Open the index now (the tree calls this before its first write, so the index sees every write)."""
+    def prepare(self, indexed: int | None = None) -> None:
+        """Open the index now (the tree calls this before its first write, so the index sees every write).
+
+        Args:
+            indexed: How many indexed messages the file holds, when the caller has just counted them (0 saves a
+                query on a new agent's file).
+        """
         with self.store.lock:
-            self._state.guarded(self._state.open)
+            self._state.guarded(lambda: self._state.open(indexed))
 
     def flush(self) -> None:
         """Write what is in memory as a segment now and commit it (tests and benchmarks; closing does it too)."""

@@ -154,11 +154,12 @@ class SessionManager:
                 raise ValueError(f"A session with id {sid!r} exists; pick another id or omit it.")
             # Durable when this returns (a new agent's held name is committed with it).
             with self.store.transaction() as conn:
-                conn.execute("INSERT INTO sessions (id, seq, name, parent_session_id, model, source) "
-                             "VALUES (?, ?, ?, ?, ?, ?)",
-                             [sid, clock_of(self.store).take(), name, parent_session_id, model, source]).fetchall()
+                row = conn.execute("INSERT INTO sessions (id, seq, name, parent_session_id, model, source) "
+                                   f"VALUES (?, ?, ?, ?, ?, ?) RETURNING {_COLUMNS}",
+                                   [sid, clock_of(self.store).take(), name, parent_session_id, model,
+                                    source]).fetchall()[0]
                 self.tree.sessions_changed()
-            return self.get(sid)
+            return SessionInfo(*row)
 
     def rename(self, session_id: str, name: str) -> SessionInfo:
         """Give a session a new name.
@@ -248,8 +249,8 @@ class SessionManager:
         cached = self._sessions.get(session_id)
         if cached is not None:
             return cached
-        if session_id != "":
-            self.get(session_id)
+        if session_id != "" and not self.tree.has_session_row(session_id):
+            raise UnknownSessionError(session_id)
         built = Session(self._owner, session_id)
         if self.configure is not None:
             self.configure(built)

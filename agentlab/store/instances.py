@@ -101,13 +101,17 @@ def open_new(path: str) -> Any | None:
             return None
         spare = _spares.pop()
         _lock.notify_all()  # the thread starts the next one
+    # The name duckdb.connect(path) gives the file's database: its file name up to the first dot.
+    name = os.path.basename(path).split(".")[0]
     try:
-        spare.execute(f"ATTACH {sql_literal(path)}")  # DuckDB names it as duckdb.connect(path) would
-        name = spare.execute("SELECT database_name FROM duckdb_databases() "
-                             "WHERE NOT internal AND database_name <> 'memory'").fetchall()[0][0]
-        spare.execute(f"USE {sql_ident(name)}")
-        spare.execute("DETACH memory")
-        spare.execute(f"SET temp_directory = {sql_literal(path + '.tmp')}")
+        if name and name != "memory":  # one call: each execute() crosses into DuckDB and back
+            spare.execute(f"ATTACH {sql_literal(path)} AS {sql_ident(name)}; USE {sql_ident(name)}; DETACH memory; "
+                          f"SET temp_directory = {sql_literal(path + '.tmp')}")
+        else:
+            spare.execute(f"ATTACH {sql_literal(path)}")
+            name = spare.execute("SELECT database_name FROM duckdb_databases() "
+                                 "WHERE NOT internal AND database_name <> 'memory'").fetchall()[0][0]
+            spare.execute(f"USE {sql_ident(name)}; DETACH memory; SET temp_directory = {sql_literal(path + '.tmp')}")
     except duckdb.Error:
         try:
             spare.close()
