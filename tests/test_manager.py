@@ -55,6 +55,17 @@ class TestSessionRows:
         with pytest.raises(ValueError, match="exists"):
             manager.create("dup", session_id=manager.create("one").id)
 
+    def test_session_sees_rows_written_by_another_manager_or_by_sql(self, manager, store):
+        made_elsewhere = SessionManager(store).create("elsewhere")
+        assert manager.session(made_elsewhere.id).session_id == made_elsewhere.id
+        SessionManager(store).delete(made_elsewhere.id)
+        with pytest.raises(UnknownSessionError):
+            SessionManager(store).session(made_elsewhere.id)
+        from agentlab.agent.sql import SqlRunner
+
+        SqlRunner(lambda: store)("INSERT INTO sessions (id, seq, name) VALUES ('by-sql', 999999, 'typed in')")
+        assert manager.session("by-sql").session_id == "by-sql"
+
     def test_usage_adds_up(self, manager):
         s = manager.create("s")
         manager.add_usage(s.id, input_tokens=10, output_tokens=5, estimated_cost=0.25)
