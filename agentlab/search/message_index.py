@@ -5,7 +5,9 @@ same statement as the row). This index is derived from them and lives in three p
 
 * **persisted segments** in the folder of :mod:`agentlab.search.index_files`, memory-mapped, with the documents
   deleted since each was written;
-* **in-memory segments**, one per bulk import batch, built when the batch commits;
+* **in-memory segments** built from bulk import batches: once ``BUILD_DOCS`` documents have been written in bulk,
+  they are built into a segment on the process's builder thread while the caller goes on (its next batch is
+  tokenized and written meanwhile); anything that reads the index, and the flush, waits for those builds first;
 * **the buffer** of single appends (:class:`~agentlab.search.searcher.BufferPart`).
 
 When in-memory documents pass ``FLUSH_DOCS`` (or ``FLUSH_TOKENS`` tokens) they are merged into one persisted
