@@ -28,8 +28,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _scale_corpus import Corpus, stored_json  # noqa: E402
-from _timing import machine_check  # noqa: E402
+from _scale_corpus import Corpus, stored_json
+from _timing import machine_check
 
 
 def batches(n: int) -> list:
