@@ -367,6 +367,39 @@ class TestTheBuilderThread:
         store.close()
 
 
+    def test_a_child_started_by_fork_does_not_wait_for_the_parents_build(self, store_path, monkeypatch):
+        import os
+        import signal
+        import threading
+
+        monkeypatch.setattr(index_state, "FLUSH_DOCS", 1000)
+        release = threading.Event()
+        real = index_state.build_segment
+
+        def slow(table, lexicon, hashes=None):
+            release.wait(10)
+            return real(table, lexicon, hashes)
+
+        monkeypatch.setattr(index_state, "build_segment", slow)
+        store = Store(store_path)
+        Session(store).append_messages([msg(f"m{i}", "alpha beta") for i in range(6)])
+        state = tree_of(store).fts._state
+        assert state.building and not state.building[0].future.done()
+        pid = os.fork()
+        if pid == 0:  # the child: its copy of the build can never finish here
+            signal.alarm(5)
+            state._settle()
+            os._exit(0 if not state.exact and not state.building else 1)
+        _, status = os.waitpid(pid, 0)
+        release.set()
+        assert os.waitstatus_to_exitcode(status) == 0
+        check = Oracle()
+        for i in range(6):
+            check.put(f"m{i}", "alpha beta")
+        check_all(store, check)  # the parent's build finished and is used
+        store.close()
+
+
 class TestSegmentsFromCodedTokens:
     def test_coded_tokens_build_the_same_segment_as_token_strings(self):
         import numpy as np

@@ -7,6 +7,7 @@ holds the mechanics, :class:`~agentlab.search.message_index.MessageIndex` the pu
 
 from __future__ import annotations
 
+import os
 import threading
 import warnings
 import weakref
@@ -73,10 +74,19 @@ class _Build:
     future: Future[Segment]
     docs: int
     tokens: int
+    pid: int  # the process whose builder thread runs it (a child started by fork has no such thread)
 
 
 _builder: ThreadPoolExecutor | None = None
 _builder_lock = threading.Lock()
+
+
+def _forget_builder_after_fork() -> None:
+    global _builder, _builder_lock
+    _builder, _builder_lock = None, threading.Lock()  # the parent's thread did not survive the fork
+
+
+os.register_at_fork(after_in_child=_forget_builder_after_fork)
 
 
 def _start_build(table: Any, lexicon: Lexicon) -> Future[Segment]:
@@ -213,6 +223,9 @@ class IndexState:
         builds: list[_Build] = getattr(self, "building", [])
         self.building = []
         for build in builds:
+            if build.pid != os.getpid() and not build.future.done():  # its thread stayed in the parent process
+                self.exact = False
+                continue
             try:
                 segment = build.future.result()
             except Exception:  # the rows are in the file: reconciling reads them again
@@ -301,7 +314,7 @@ class IndexState:
             self.pending = []
             # Built on the builder thread, so that the caller's next batch is tokenized and written meanwhile.
             self.building.append(_Build(_start_build(batch, self.lexicon), batch.num_rows,
-                                        int(numpy_ints(batch.column("length")).sum())))
+                                        int(numpy_ints(batch.column("length")).sum()), os.getpid()))
         self.maybe_flush()
 
     def kill_seqs(self, seqs: np.ndarray, *, buffer: bool = True, ids: Collection[str] = ()) -> None:
