@@ -121,9 +121,7 @@ def words(text: str) -> list[str]:
     Returns:
         The tokens in order; empty if the text has no letters or digits.
     """
-    if text.isascii():
-        return text.translate(_ASCII_FOLD).split()  # CPython translates ASCII-to-ASCII in a fast path
-    return text.translate(_FOLD).split()
+    return fold(text).split()
 
 
 def word_spans(text: str) -> list[tuple[int, int, str]]:
