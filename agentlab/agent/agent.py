@@ -65,10 +65,14 @@ class Agent:
             keeps its own). Small blocks keep a small agent's file small (about 220 KB with 20 messages, against
             2.5 MB with DuckDB's default 256 KiB). Message texts are stored with ZSTD, which DuckDB writes about as
             fast with either size, so a large history imports at the same speed with ``block_size = 262_144``.
+        hibernate_when_idle: Whether a server may hibernate the agent while its clients are idle (upstream's
+            ``hibernate`` option, on by default): see :meth:`hibernate`. Set it to False for an agent that must
+            keep something in memory between its clients' frames (a background task, a timer).
     """
 
     initial_state: ClassVar[Any] = NOT_SET
     block_size: ClassVar[int] = BLOCK_SIZE
+    hibernate_when_idle: ClassVar[bool] = True
 
     def __init__(self, name: str, store: Store, *, root: Path) -> None:
         self.name = name
@@ -130,6 +134,53 @@ class Agent:
     def destroyed(self) -> bool:
         """Whether :meth:`destroy` deleted this agent."""
         return self._destroyed
+
+    def hibernate(self) -> list[Connection]:
+        """Release the DuckDB file and everything this object keeps in memory, but keep its served clients.
+
+        What a server does with an agent whose clients are all idle (a Durable Object's hibernation): the agent is
+        closed as by :meth:`close`, except that its served connections are *detached* instead of closed. They keep
+        their id, flags, upgrade request and attachment, and are returned, so the server can hand them to the
+        agent's next instance with :meth:`adopt` when a client speaks again. Everything stored is in the file;
+        everything else of this object (its sessions, caches, attributes set in ``on_start``) is gone, and
+        ``on_start`` runs again in the next instance.
+
+        Raises:
+            AgentlabError: An in-process connection (a widget, ``agent.connect()``) is open: its callbacks live in
+                this process, so the agent stays open (nothing changes).
+        """
+        with self._lock:
+            self._store_checked()
+            local = [c for c in self._connections if c.sender is None]
+            if local:
+                raise AgentlabError(f"Agent {self.name!r} has {len(local)} in-process connection(s) (widgets or "
+                                    "agent.connect()); close them before it can hibernate.")
+            served = list(self._connections)
+            self._connections = []
+        for connection in served:
+            connection.detach()
+        self._shut(destroy=False)
+        return served
+
+    def adopt(self, connections: list[Connection]) -> None:
+        """Take over the served connections an earlier instance of this agent detached when it hibernated.
+
+        They rejoin the agent's broadcasts without any frame sent and without ``on_connect``: for their clients,
+        the agent never left. Connections closed in the meantime are skipped.
+
+        Raises:
+            InvalidArgumentError: A connection is attached to an agent, or was detached from another agent.
+        """
+        with self._lock:
+            self._store_checked()
+            for connection in connections:
+                if not connection.detached or connection.agent.name != self.name:
+                    raise InvalidArgumentError(f"{connection!r} is not a connection that agent {self.name!r} "
+                                               "detached when it hibernated.")
+            for connection in connections:
+                if not connection.closed:
+                    connection.agent = self
+                    self._connections.append(connection)
 
     def _shut(self, *, destroy: bool) -> None:
         with self._lock:

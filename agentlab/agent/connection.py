@@ -12,19 +12,26 @@ every change made by someone else (never echoed to the connection that made it),
 ``cf_agent_session`` / ``cf_agent_session_error`` from sessions. A connection whose ``protocol``
 is off gets no identity, state or MCP frames, only the rest.
 
-Invariant: a client callback or sender that raises never breaks the write that triggered it; the
-error goes to the agent's ``on_error``.
+A served connection outlives the agent object when the agent hibernates (:meth:`Agent.hibernate`): it is
+*detached*, keeping its id, its readonly and protocol flags, its upgrade request and its attachment
+(:meth:`Connection.serialize_attachment`, upstream's ``serializeAttachment``), and the agent's next instance
+adopts it (:meth:`Agent.adopt`) without sending it any frame, as a Durable Object's hibernated WebSocket.
+
+Invariants: a client callback or sender that raises never breaks the write that triggered it; the error goes
+to the agent's ``on_error``. A detached connection receives nothing and changes nothing until it is adopted.
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Protocol
 
-from agentlab.errors import ConnectionClosedError, ReadonlyConnectionError, StateError
+from agentlab.agent.state import check_json
+from agentlab.errors import ConnectionClosedError, InvalidArgumentError, ReadonlyConnectionError, StateError
 
 
 class ConnectionHost(Protocol):
@@ -41,6 +48,9 @@ class ConnectionHost(Protocol):
 
 Frame = dict[str, Any]
 
+MAX_ATTACHMENT_BYTES = 16 * 1024
+"""The longest attachment a connection keeps (its compact JSON, in UTF-8 bytes)."""
+
 PROTOCOL_FRAMES = frozenset({"cf_agent_identity", "cf_agent_state", "cf_agent_mcp_servers"})
 """Frame types a connection with ``protocol`` off never receives (upstream's protocol messages)."""
 
@@ -50,6 +60,23 @@ _acting: ContextVar[Connection | None] = ContextVar("agentlab_acting_connection"
 def current_connection() -> Connection | None:
     """The connection whose message the agent is handling right now, or None outside such a call."""
     return _acting.get()
+
+
+class _Detached:
+    """The host of a connection whose agent hibernated: it keeps the agent's name and refuses state changes."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def _set_state_internal(self, state: Any, source: Any) -> None:
+        raise ConnectionClosedError("The agent of this connection is hibernating; its server wakes it on the "
+                                    "client's next frame.")
+
+    def _drop_connection(self, connection: Connection) -> None:
+        pass
+
+    def on_error(self, error: BaseException) -> None:
+        pass
 
 
 class Connection:
@@ -78,6 +105,7 @@ class Connection:
         """Called when the agent closes this connection itself (``agent.close()``, ``agent.destroy()``);
         ``agentlab.serve`` ends the client's socket there."""
         self.received: int = 0
+        self._attachment = "null"  # compact JSON text: survives hibernation by construction, never aliases
 
     def __repr__(self) -> str:
         flags = " readonly" if self.readonly else ""
@@ -99,6 +127,39 @@ class Connection:
                 self.sender(frame)
         except Exception as exc:  # a broken client must not break the writer
             self.agent.on_error(exc)
+
+    # -- what the connection keeps across hibernation ------------------------------------------
+
+    def serialize_attachment(self, value: Any) -> None:
+        """Keep ``value`` with this connection (upstream's ``serializeAttachment``): it survives the agent
+        hibernating and waking, when every other Python attribute of the agent is gone.
+
+        The value is copied as JSON: changing it afterwards changes nothing kept. ``None`` clears it.
+
+        Raises:
+            StateNotJSONError: ``value`` is not JSON (names the offending path); nothing changes.
+            InvalidArgumentError: Its JSON is longer than :data:`MAX_ATTACHMENT_BYTES`; nothing changes.
+        """
+        check_json(value, "attachment")
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        size = len(text.encode("utf-8"))
+        if size > MAX_ATTACHMENT_BYTES:
+            raise InvalidArgumentError(f"A connection's attachment may be at most {MAX_ATTACHMENT_BYTES} bytes of "
+                                       f"JSON, not {size}; keep larger data in the agent's state or its tables.")
+        self._attachment = text
+
+    def deserialize_attachment(self) -> Any:
+        """A fresh copy of what :meth:`serialize_attachment` kept (``None`` if nothing)."""
+        return json.loads(self._attachment)
+
+    @property
+    def detached(self) -> bool:
+        """Whether the agent hibernated and no instance has adopted this connection yet."""
+        return isinstance(self.agent, _Detached)
+
+    def detach(self) -> None:
+        """Let go of the agent object (it is hibernating); :meth:`Agent.adopt` attaches the next one."""
+        self.agent = _Detached(self.agent.name)
 
     # -- client -> server ----------------------------------------------------------------------
 

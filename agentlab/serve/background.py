@@ -57,6 +57,24 @@ class ServerHandle:
     def running(self) -> bool:
         return self._thread.is_alive()
 
+    def hibernate(self, cls: type, name: str, timeout: float = 10.0) -> bool:
+        """Hibernate agent ``name`` of ``cls`` now, as the server does after ``hibernate_after``; returns whether it
+        did (see :meth:`AgentServer.hibernate`)."""
+        import asyncio
+
+        loop = self._uv_loop()
+        return asyncio.run_coroutine_threadsafe(self.app.hibernate(cls, name), loop).result(timeout)
+
+    def stats(self) -> dict[str, int]:
+        """The server's counts (see :meth:`AgentServer.stats`)."""
+        return self.app.stats()
+
+    def _uv_loop(self) -> Any:
+        loop = self.app.hub.outbox.loop if self.app.hub.outbox is not None else None
+        if loop is None or not self.running:
+            raise ServeError("The server is not running.")
+        return loop
+
     def stop(self, timeout: float = 10.0) -> None:
         """Shut the server down and wait for it (at most ``timeout`` seconds). Safe to call twice."""
         self._uv.should_exit = True
@@ -82,6 +100,7 @@ def start(
     port: int = 0,
     log_level: str = "warning",
     idle_timeout: float | None = None,
+    hibernate_after: float | None = None,
     **options: Any,
 ) -> ServerHandle:
     """Serve ``classes`` on a background thread; returns once the server accepts connections.
@@ -93,6 +112,8 @@ def start(
         log_level: uvicorn's log level.
         idle_timeout: Seconds before an agent nobody uses is closed. None (the default here) keeps agents open,
             since the notebook shares them with the server.
+        hibernate_after: Seconds of idle clients before an agent hibernates; None (the default here) keeps agents
+            awake for the same reason. ``handle.hibernate(cls, name)`` hibernates one at once.
         **options: The other options of :func:`agentlab.serve.app` (root, cors, hooks, limits).
 
     Raises:
@@ -101,7 +122,7 @@ def start(
         ServeError: The port cannot be bound, or the server did not come up.
     """
     _check(port, log_level)
-    server = app(classes, idle_timeout=idle_timeout, **options)
+    server = app(classes, idle_timeout=idle_timeout, hibernate_after=hibernate_after, **options)
     sock = _bind(host, port)
     bound_port = sock.getsockname()[1]
     try:

@@ -32,6 +32,9 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--port", type=int, default=8787, help="port to bind (default: 8787; 0 picks a free one)")
     parser.add_argument("--idle-timeout", type=float, default=300.0, metavar="SECONDS",
                         help="close an agent nobody used for this long (default: 300)")
+    parser.add_argument("--hibernate-after", type=float, default=10.0, metavar="SECONDS",
+                        help="hibernate an agent whose clients were all idle this long: its database is released and "
+                        "its sockets stay open until a frame wakes it (default: 10; 0 never hibernates)")
     parser.add_argument("--cors", action="store_true", help="answer CORS preflights and send permissive CORS headers")
     parser.add_argument("--log-level", default="info", help="uvicorn's log level (default: info)")
     parser.set_defaults(func=run)
@@ -59,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
                   flush=True)
 
         serve(classes, host=args.host, port=args.port, root=args.root, idle_timeout=args.idle_timeout,
+              hibernate_after=args.hibernate_after or None,
               cors=bool(args.cors), log_level=args.log_level, announce=announce)
     except AgentlabError as exc:
         print(f"agentlab serve: {exc}", file=sys.stderr)

@@ -1,10 +1,16 @@
-"""The agents a server holds open: one turn at a time per agent, frames carried from worker threads to sockets.
+"""The agents a server holds: one turn at a time per agent, hibernation, frames carried from threads to sockets.
 
-An agent is opened (``get_agent``) on the first request that names it and stays open while anything uses it.
-Every call into an agent (a client's frame, an HTTP request, a connect or close) is one *turn*: turns of one
-agent run one after another in arrival order, turns of different agents run at the same time on a pool of
-worker threads. An agent that has had no socket, no in-process connection and no turn for ``idle_timeout``
-seconds is closed, releasing its DuckDB file; the next request opens it again.
+An agent is opened (``get_agent``) on the first request that names it. Every call into an agent (a client's
+frame, an HTTP request, a connect or close) is one *turn*: turns of one agent run one after another in arrival
+order, turns of different agents run at the same time on a pool of worker threads.
+
+An agent goes through three states. *Open*: its object and DuckDB database are in memory. *Hibernated*: it has
+sockets, but none of its clients sent anything and no turn ran for ``hibernate_after`` seconds, so the server
+released its database and every in-memory cache (:meth:`Agent.hibernate`) while the sockets stay open with their
+connections detached; the next turn (a frame, an HTTP request, a new client) first wakes it: ``get_agent`` opens
+the file again, ``on_start`` runs, and the new instance adopts the connections without a frame being sent, as a
+Durable Object's hibernated WebSockets. *Closed*: it has had no socket, no in-process connection and no turn for
+``idle_timeout`` seconds, so the server forgot it; the next request opens it again.
 
 Frames an agent sends during a turn (its broadcasts, RPC answers) are collected and handed to the event loop in
 one batch when the turn ends, in the order they were sent; a stream's chunks are handed over as they are made.
@@ -14,8 +20,13 @@ Invariants:
 * One server process owns the agents of a root folder: :class:`RootLock` holds an exclusive lock on a file in
   it for the server's lifetime, so a second server on the same root fails at start-up, even for agents the
   first one has closed while idle.
-* An agent is closed only after its last turn has finished, and it is opened again only after that close.
-* The server closes only agents it opened itself; an agent a notebook had open before stays open.
+* An agent is closed or hibernated only after its last turn has finished, inside a turn of its own, and it is
+  opened or woken again only after that, inside the next turn.
+* The server closes and hibernates only agents it opened itself; an agent a notebook had open before stays open,
+  and so does one with an in-process connection (a widget) or of a class with ``hibernate = False``.
+* A hibernated agent's sockets stay in its entry, so every frame its clients send wakes it; one of its sockets
+  closing wakes it only when its class overrides ``on_close`` (upstream wakes a Durable Object for
+  ``webSocketClose``; with the base ``on_close`` there is nothing to run).
 """
 
 from __future__ import annotations
@@ -31,9 +42,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from agentlab._memory import release_freed_memory
 from agentlab.agent import get_agent
 from agentlab.agent.agent import live_agent
-from agentlab.errors import ServeConfigError, ServeRootLockedError
+from agentlab.errors import AgentlabError, ServeConfigError, ServeRootLockedError
 
 from .protocol import encode
 
@@ -148,13 +160,18 @@ def _deliver(batch: Iterable[tuple[Any, str]]) -> None:
 
 
 class Served:
-    """One agent the server holds open, with its turn lock and the sockets connected to it."""
+    """One agent the server holds, with its turn lock and the sockets connected to it.
 
-    def __init__(self, cls: type, name: str) -> None:
+    ``agent`` is the live agent, or None while it is hibernated (``hibernated`` is then True) or being opened.
+    """
+
+    def __init__(self, key: tuple[str, str], cls: type, name: str) -> None:
+        self.key = key
         self.cls = cls
         self.name = name
         self.agent: Any = None
-        self.owned = False  # opened by this server (so the server may close it)
+        self.owned = False  # opened by this server (so the server may close and hibernate it)
+        self.hibernated = False
         self.turn = asyncio.Lock()
         self.sockets: set[Any] = set()
         self.busy = 0
@@ -162,17 +179,35 @@ class Served:
         self.opening: asyncio.Future[Any] | None = None
 
     def idle_for(self, now: float) -> float:
+        """Seconds since the last turn, or 0 while anything uses the agent (a turn, a socket, a connection)."""
         if self.busy or self.sockets or self.agent is None or self.agent.connections:
             return 0.0
         return now - self.last_used
+
+    def may_hibernate(self, now: float, after: float) -> bool:
+        """Whether the agent has served sockets only, and no turn for ``after`` seconds."""
+        agent = self.agent
+        if (self.busy or self.hibernated or not self.owned or not self.sockets or agent is None or agent.closed
+                or not getattr(self.cls, "hibernate_when_idle", True) or now - self.last_used < after):
+            return False
+        return all(connection.sender is not None for connection in agent.connections)
+
+    def live_connections(self) -> list[Any]:
+        """The detached connections of sockets still open, for the agent's next instance to adopt."""
+        return [s.connection for s in self.sockets
+                if s.connection is not None and not s.dead and not s.connection.closed]
 
 
 class Hub:
     """Opens, serialises and closes the agents of one root folder."""
 
-    def __init__(self, root: Path, *, idle_timeout: float | None, threads: int) -> None:
+    def __init__(self, root: Path, *, idle_timeout: float | None, threads: int,
+                 hibernate_after: float | None = None) -> None:
         self.root = root
         self.idle_timeout = idle_timeout
+        self.hibernate_after = hibernate_after
+        self.hibernations = 0  # how many times an agent hibernated / woke, for stats()
+        self.wakes = 0
         self.entries: dict[tuple[str, str], Served] = {}
         self._closing: dict[tuple[str, str], asyncio.Future[Any]] = {}
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="agentlab-serve")
@@ -182,8 +217,19 @@ class Hub:
     def start(self) -> None:
         loop = asyncio.get_running_loop()
         self.outbox = Outbox(loop, threading.get_ident())
-        if self.idle_timeout is not None and self._sweeper is None:
+        if (self.idle_timeout is not None or self.hibernate_after is not None) and self._sweeper is None:
             self._sweeper = loop.create_task(self._sweep_forever())
+
+    def stats(self) -> dict[str, int]:
+        """How many agents are open and hibernated now, their sockets, and the hibernations and wakes so far."""
+        entries = list(self.entries.values())
+        return {
+            "open": sum(1 for e in entries if e.agent is not None and not e.hibernated),
+            "hibernated": sum(1 for e in entries if e.hibernated),
+            "sockets": sum(len(e.sockets) for e in entries),
+            "hibernations": self.hibernations,
+            "wakes": self.wakes,
+        }
 
     async def in_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
         loop = asyncio.get_running_loop()
@@ -206,7 +252,7 @@ class Hub:
                     await asyncio.shield(closing)
                 entry = self.entries.get(key)
             if entry is None:
-                entry = Served(cls, name)
+                entry = Served(key, cls, name)
                 self.entries[key] = entry
                 entry.opening = asyncio.ensure_future(self._open(entry))
             assert entry.opening is not None
@@ -216,7 +262,7 @@ class Hub:
                 if self.entries.get(key) is entry:
                     del self.entries[key]
                 raise
-            if not entry.agent.closed:
+            if entry.hibernated or not entry.agent.closed:  # a hibernated agent wakes in the caller's first turn
                 entry.busy += 1  # not idle while the caller sets up its connection or request
                 return entry
             self.forget(key, entry)  # closed behind the server's back (agent.close() in a notebook)
@@ -241,10 +287,13 @@ class Hub:
             sock.kill(1012, "The agent was closed; reconnect to reopen it.")
 
     async def run(self, entry: Served, fn: Callable[..., Any], *args: Any) -> Any:
-        """One turn of ``entry``'s agent: ``fn(*args)`` on a worker thread, then any awaitable it returned.
+        """One turn of ``entry``'s agent: ``fn(agent, *args)`` on a worker thread, then any awaitable it returned.
 
-        A caller that is cancelled stops waiting, but the turn itself runs to its end and keeps the agent
-        until then, so no two turns of one agent ever overlap.
+        A hibernated agent is woken first, inside the turn. A caller that is cancelled stops waiting, but the turn
+        itself runs to its end and keeps the agent until then, so no two turns of one agent ever overlap.
+
+        Raises:
+            AgentlabError: Waking the agent failed (its sockets were closed with 1011), or what ``fn`` raised.
         """
         turn = asyncio.ensure_future(self._turn(entry, fn, args))
         turn.add_done_callback(_retrieve)
@@ -254,7 +303,9 @@ class Hub:
         entry.busy += 1
         try:
             async with entry.turn:
-                result = await self.in_thread(fn, *args)
+                if entry.hibernated:
+                    await self._wake(entry)
+                result = await self.in_thread(fn, entry.agent, *args)
                 if inspect.isawaitable(result):
                     result = await result
                 return result
@@ -262,23 +313,76 @@ class Hub:
             entry.busy -= 1
             entry.last_used = time.monotonic()
 
+    async def _wake(self, entry: Served) -> None:
+        """Open a hibernated agent again and give it its sockets' connections (inside the entry's turn)."""
+        connections = entry.live_connections()
+
+        def wake() -> tuple[Any, bool]:
+            was_live = live_agent(entry.cls, entry.name, root=self.root) is not None
+            agent: Any = get_agent(entry.cls, entry.name, root=self.root)
+            agent.adopt(connections)
+            return agent, not was_live
+
+        try:
+            entry.agent, entry.owned = await self.in_thread(wake)
+        except BaseException as exc:
+            reason = f"The agent could not be woken: {exc}"[:120]  # a close reason is at most 123 bytes
+            for sock in list(entry.sockets):
+                sock.kill(1011, reason)
+            if self.entries.get(entry.key) is entry:
+                del self.entries[entry.key]
+            raise
+        entry.hibernated = False
+        self.wakes += 1
+
+    async def hibernate(self, entry: Served) -> bool:
+        """Hibernate ``entry``'s agent now if it may (see :meth:`Served.may_hibernate`, any idle time); returns
+        whether it did."""
+        async with entry.turn:
+            if not entry.may_hibernate(float("inf"), 0.0):
+                return False
+            agent = entry.agent
+            entry.hibernated = True  # from here on, a caller that acquires the entry wakes it in its turn
+            try:
+                await self.in_thread(agent.hibernate)
+            except AgentlabError:  # an in-process connection appeared meanwhile: the agent stays open
+                entry.hibernated = False
+                return False
+            entry.agent = None
+            self.hibernations += 1
+            return True
+
     async def _sweep_forever(self) -> None:
-        assert self.idle_timeout is not None
-        interval = min(max(self.idle_timeout / 4, 0.05), 5.0)
+        limits = [t for t in (self.idle_timeout, self.hibernate_after) if t is not None]
+        interval = min(max(min(limits) / 4, 0.05), 5.0)
         while True:
             await asyncio.sleep(interval)
             await self.sweep()
 
     async def sweep(self) -> None:
-        """Close every agent idle for longer than ``idle_timeout``; drop entries whose agent was closed."""
+        """Close agents idle for longer than ``idle_timeout``, hibernate those whose clients were all idle for
+        ``hibernate_after``, and drop entries whose agent was closed behind the server's back."""
         now = time.monotonic()
+        sleepy: list[Served] = []
         for key, entry in list(self.entries.items()):
-            if entry.opening is None or not entry.opening.done() or entry.agent is None:
+            if entry.opening is None or not entry.opening.done():
+                continue
+            if entry.hibernated:
+                if not entry.sockets and not entry.busy:
+                    del self.entries[key]  # its last client left while it slept: nothing is open
+                continue
+            if entry.agent is None:
                 continue
             if entry.agent.closed:
                 self.forget(key, entry)
             elif self.idle_timeout is not None and entry.idle_for(now) > self.idle_timeout:
                 self._close_entry(key, entry)
+            elif self.hibernate_after is not None and entry.may_hibernate(now, self.hibernate_after):
+                sleepy.append(entry)
+        if sleepy:
+            done = await asyncio.gather(*(self.hibernate(entry) for entry in sleepy), return_exceptions=True)
+            if any(result is True for result in done):
+                await self.in_thread(release_freed_memory)
 
     def _close_entry(self, key: tuple[str, str], entry: Served) -> asyncio.Future[Any]:
         del self.entries[key]
@@ -286,7 +390,7 @@ class Hub:
         async def close() -> None:
             try:
                 async with entry.turn:  # after the last turn that was already waiting
-                    if entry.owned:
+                    if entry.owned and entry.agent is not None:
                         await self.in_thread(entry.agent.close)
             finally:
                 self._closing.pop(key, None)
@@ -300,9 +404,11 @@ class Hub:
         if self._sweeper is not None:
             self._sweeper.cancel()
             self._sweeper = None
-        tasks = [self._close_entry(key, entry) for key, entry in list(self.entries.items()) if entry.agent is not None]
+        tasks = [self._close_entry(key, entry) for key, entry in list(self.entries.items())
+                 if entry.agent is not None or entry.hibernated]
         tasks += list(self._closing.values())
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
         self._pool.shutdown(wait=True)
+
 

@@ -71,7 +71,11 @@ def is_rpc_frame(frame: Any) -> bool:
 
 
 def report(agent: Any, error: BaseException) -> None:
-    """Hand ``error`` to the agent's ``on_error``; an ``on_error`` that raises is only logged."""
+    """Hand ``error`` to the agent's ``on_error``; an ``on_error`` that raises is only logged, and so is an error
+    with no live agent to hear it (one that could not be opened or woken)."""
+    if agent is None:
+        _log.warning("%s: %s", type(error).__name__, error)
+        return
     try:
         agent.on_error(error)
     except Exception:  # the server must keep serving whatever a hook does (a warning turned error, too)

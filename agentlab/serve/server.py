@@ -51,6 +51,7 @@ DEFAULT_CORS = {
 MAX_MESSAGE_BYTES = 2 * 1024 * 1024  # the largest row a Durable Object's SQL storage holds, so upstream's too
 MAX_QUEUE_BYTES = 16 * 1024 * 1024
 IDLE_TIMEOUT = 300.0
+HIBERNATE_AFTER = 10.0  # a Durable Object hibernates after 10 s without events (Cloudflare's lifecycle docs)
 
 
 class AgentServer:
@@ -64,6 +65,7 @@ class AgentServer:
         prefix: str = "agents",
         cors: bool | dict[str, str] = False,
         idle_timeout: float | None = IDLE_TIMEOUT,
+        hibernate_after: float | None = HIBERNATE_AFTER,
         on_before_connect: Hook | None = None,
         on_before_request: Hook | None = None,
         max_message_bytes: int = MAX_MESSAGE_BYTES,
@@ -80,13 +82,15 @@ class AgentServer:
                              ("threads", threads)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ServeConfigError(f"{label} must be a positive whole number, not {value!r}.")
-        if idle_timeout is not None and not (isinstance(idle_timeout, (int, float)) and idle_timeout > 0):
-            raise ServeConfigError(f"idle_timeout must be a positive number of seconds or None, not {idle_timeout!r}.")
+        for label, seconds in (("idle_timeout", idle_timeout), ("hibernate_after", hibernate_after)):
+            if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float))
+                                        or not seconds > 0):
+                raise ServeConfigError(f"{label} must be a positive number of seconds or None, not {seconds!r}.")
         self.on_before_connect = on_before_connect
         self.on_before_request = on_before_request
         self.max_message_bytes = max_message_bytes
         self.max_queue_bytes = max_queue_bytes
-        self.hub = Hub(self.root, idle_timeout=idle_timeout, threads=threads)
+        self.hub = Hub(self.root, idle_timeout=idle_timeout, threads=threads, hibernate_after=hibernate_after)
         self._root_lock = RootLock(self.root)
         self._started = False
 
@@ -107,8 +111,27 @@ class AgentServer:
 
     @property
     def agents(self) -> dict[tuple[str, str], Any]:
-        """The agents open now, by (URL class name, name)."""
-        return {key: entry.agent for key, entry in self.hub.entries.items() if entry.agent is not None}
+        """The agents open now (not hibernated), by (URL class name, name)."""
+        return {key: entry.agent for key, entry in self.hub.entries.items()
+                if entry.agent is not None and not entry.hibernated}
+
+    @property
+    def hibernated(self) -> set[tuple[str, str]]:
+        """The agents hibernated now (their sockets open, their databases released), by (URL class name, name)."""
+        return {key for key, entry in self.hub.entries.items() if entry.hibernated}
+
+    def stats(self) -> dict[str, int]:
+        """Counts for monitoring: agents ``open`` and ``hibernated`` now, ``sockets``, and the ``hibernations`` and
+        ``wakes`` since the server started."""
+        return self.hub.stats()
+
+    async def hibernate(self, cls: type, name: str) -> bool:
+        """Hibernate agent ``name`` of ``cls`` now, without waiting for ``hibernate_after`` (for tests and notebooks
+        that want to watch a wake); returns whether it did. It does only what the server would do by itself: an
+        agent with no socket, a turn running, an in-process connection, or one the server did not open stays as it
+        is."""
+        entry = self.hub.entries.get((kebab_case(cls.__name__) or "agent", name))
+        return entry is not None and await self.hub.hibernate(entry)
 
     async def startup(self) -> None:
         if not self._started:
@@ -192,7 +215,7 @@ class AgentServer:
             return _error(423 if isinstance(exc, AgentLockedError) else 500, str(exc))
         request = request_from_scope(scope, route.rest, bytes(body))
         try:
-            result = await self.hub.run(entry, _call_on_request, entry.agent, request)
+            result = await self.hub.run(entry, _call_on_request, request)
             return to_response(result)
         except Exception as exc:
             report(entry.agent, exc)
@@ -253,6 +276,8 @@ def app(classes: type | Iterable[type], **options: Any) -> AgentServer:
         prefix: The first path segment(s), ``"agents"`` as upstream.
         cors: True for upstream's permissive CORS headers, or a dict of the headers to send.
         idle_timeout: Seconds after which an agent with no clients and no calls is closed (None: never).
+        hibernate_after: Seconds after which an agent whose clients are all idle hibernates: its database and
+            caches are released and its sockets stay open; the next frame or request wakes it (None: never).
         on_before_connect: ``hook(websocket, route)`` before an upgrade: return a Response to refuse.
         on_before_request: ``hook(request, route)`` before any other request: return a Response to refuse.
         max_message_bytes: Longest frame or request body accepted (longer ones close with 1009 / get 413).

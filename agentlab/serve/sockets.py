@@ -10,7 +10,11 @@ Invariants:
 * A client that does not read cannot make the server hold more than ``max_queue_bytes`` for it: past that,
   it is dropped from the agent and its socket is closed with 1008, while every other client goes on.
 * A frame longer than ``max_message_bytes`` closes the socket with 1009 before the agent sees it.
-* Whatever ends the socket, the agent's connection is closed and ``on_close`` runs, once.
+* Whatever ends the socket, the agent's connection is closed and ``on_close`` runs, once (for a hibernated
+  agent only if its class overrides ``on_close``: waking it to run the base class's empty hook would cost a
+  database open for nothing).
+* The socket outlives its agent's hibernation: its connection is detached and adopted by the next instance,
+  and every frame is handed to whichever instance is live when its turn comes.
 """
 
 from __future__ import annotations
@@ -18,9 +22,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
+import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from agentlab.agent import Agent
 from agentlab.errors import ConnectionClosedError
 
 from .http import HttpRequest
@@ -106,13 +112,16 @@ class ClientSocket:
                 code, reason = self._kill
                 await self._close_socket(code, reason)
             if self.connection is not None:
-                try:
-                    await self.hub.run(entry, self._closed, code, reason)
-                except Exception as exc:  # the server is shutting down; the agent closes with it
-                    report(entry.agent, exc)
+                if entry.hibernated and not _overrides(entry.cls, "on_close"):
+                    self.connection.close()  # detached: nothing to tell a sleeping agent
+                    entry.last_used = time.monotonic()
+                else:
+                    try:
+                        await self.hub.run(entry, self._closed, code, reason)
+                    except Exception as exc:  # the server is shutting down; the agent closes with it
+                        report(entry.agent, exc)
 
     async def _read(self, receive: Any) -> tuple[int, str] | None:
-        agent = self.entry.agent
         while True:
             message = await receive()
             kind = message["type"]
@@ -130,12 +139,14 @@ class ClientSocket:
                 self.kill(1012, "The agent was closed; reconnect to reopen it.")
                 return None
             try:
-                await self.hub.run(self.entry, handle_message, agent, self.connection, data, self._flush)
+                await self.hub.run(self.entry, handle_message, self.connection, data, self._flush)
             except ConnectionClosedError:
                 self.kill(1012, "The agent was closed; reconnect to reopen it.")
                 return None
             except Exception as exc:  # a broken hook or a failed write: the agent hears of it, the socket goes on
-                report(agent, exc)
+                report(self.entry.agent, exc)
+                if self.dead:  # waking the agent failed: the hub closed every socket of it
+                    return None
 
     async def _write(self) -> None:
         queue = self.queue
@@ -165,8 +176,7 @@ class ClientSocket:
 
     # -- called on a worker thread, inside the agent's turn ------------------------------------
 
-    def _open(self, request: HttpRequest) -> Any:
-        agent = self.entry.agent
+    def _open(self, agent: Any, request: HttpRequest) -> Any:
         connection = agent.connect(sender=self._post, request=request)
         connection.on_dropped = self._agent_gone
         self.connection = connection
@@ -189,10 +199,15 @@ class ClientSocket:
             except RuntimeError:  # the server has stopped already
                 pass
 
-    def _closed(self, code: int, reason: str) -> Any:
-        agent, connection = self.entry.agent, self.connection
+    def _closed(self, agent: Any, code: int, reason: str) -> Any:
+        connection = self.connection
         connection.close()
         if agent.closed:
             return None
         with connection.acting():
             return call_hook(agent, connection, agent.on_close, connection, code, reason)
+
+
+def _overrides(cls: type, hook: str) -> bool:
+    """Whether ``cls`` defines ``hook`` itself rather than inheriting the base Agent's."""
+    return getattr(cls, hook, None) is not getattr(Agent, hook)
