@@ -537,6 +537,7 @@ class TestStartArguments:
         ({"port": 70000}, "port must be a whole number from 0 to 65535"),
         ({"port": "8787"}, "port must be a whole number from 0 to 65535"),
         ({"log_level": "loud"}, "log level must be one of"),
+        ({"compression": "yes"}, "compression must be True or False"),
     ])
     def test_bad_options_raise_before_anything_is_bound_or_locked(self, options, message, tmp_path):
         with pytest.raises(ServeConfigError, match=message):
@@ -549,3 +550,14 @@ class TestStartArguments:
         with pytest.raises(ServeConfigError, match="cannot be the root folder"):
             start(Recorder, root=tmp_path / "taken")
         assert (tmp_path / "taken").read_text() == "a file"
+
+    @pytest.mark.parametrize("compression", [False, True])
+    def test_permessage_deflate_is_accepted_only_when_asked_for(self, compression, tmp_path):
+        # The client offers permessage-deflate; the server's handshake answer says whether it took it.
+        with start(Recorder, root=tmp_path / "served", compression=compression) as handle:
+            url = handle.url.replace("http", "ws") + "/agents/recorder/deflate"
+            with connect(url, compression="deflate") as ws:
+                ws.recv()
+                agreed = ws.response.headers.get("Sec-WebSocket-Extensions") or ""
+                assert ("permessage-deflate" in agreed) is compression
+                assert bool(ws.protocol.extensions) is compression

@@ -101,6 +101,7 @@ def start(
     log_level: str = "warning",
     idle_timeout: float | None = None,
     hibernate_after: float | None = None,
+    compression: bool = False,
     **options: Any,
 ) -> ServerHandle:
     """Serve ``classes`` on a background thread; returns once the server accepts connections.
@@ -114,6 +115,9 @@ def start(
             since the notebook shares them with the server.
         hibernate_after: Seconds of idle clients before an agent hibernates; None (the default here) keeps agents
             awake for the same reason. ``handle.hibernate(cls, name)`` hibernates one at once.
+        compression: Accept clients' offer of permessage-deflate. Off by default, as in Node's ``ws`` server:
+            its zlib streams cost about 46 KB per connection, more than everything else an idle connection
+            holds, and each frame broadcast is then compressed once per client.
         **options: The other options of :func:`agentlab.serve.app` (root, cors, hooks, limits).
 
     Raises:
@@ -121,7 +125,7 @@ def start(
         ServeConfigError: A bad port or log level, or a root that cannot be a folder.
         ServeError: The port cannot be bound, or the server did not come up.
     """
-    _check(port, log_level)
+    _check(port, log_level, compression)
     server = app(classes, idle_timeout=idle_timeout, hibernate_after=hibernate_after, **options)
     sock = _bind(host, port)
     bound_port = sock.getsockname()[1]
@@ -130,7 +134,7 @@ def start(
     except BaseException:
         sock.close()
         raise
-    uv = uvicorn.Server(_config(server, host, bound_port, log_level))
+    uv = uvicorn.Server(_config(server, host, bound_port, log_level, compression))
     thread = threading.Thread(target=_serve, args=(uv, sock), name=f"agentlab-serve-{bound_port}", daemon=True)
     thread.start()
     handle = ServerHandle(server, uv, thread, host, bound_port)
@@ -143,12 +147,12 @@ def start(
 
 
 def run(classes: type | Iterable[type], *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
-        log_level: str = "info", announce: Any = None, **options: Any) -> None:
+        log_level: str = "info", announce: Any = None, compression: bool = False, **options: Any) -> None:
     """Serve ``classes`` in the foreground until interrupted (``agentlab serve``).
 
-    ``announce(url)`` is called once the port is bound, before serving.
+    ``announce(url)`` is called once the port is bound, before serving; ``compression`` is as for :func:`start`.
     """
-    _check(port, log_level)
+    _check(port, log_level, compression)
     server = app(classes, **options)
     sock = _bind(host, port)
     bound_port = sock.getsockname()[1]
@@ -159,11 +163,11 @@ def run(classes: type | Iterable[type], *, host: str = DEFAULT_HOST, port: int =
         raise
     if announce is not None:
         announce(f"http://{host}:{bound_port}", server)
-    uv = uvicorn.Server(_config(server, host, bound_port, log_level))
+    uv = uvicorn.Server(_config(server, host, bound_port, log_level, compression))
     uv.run(sockets=[sock])
 
 
-def _check(port: Any, log_level: Any) -> None:
+def _check(port: Any, log_level: Any, compression: Any = False) -> None:
     """Refuse a port or log level uvicorn cannot use before anything is bound or locked.
 
     Raises:
@@ -173,9 +177,11 @@ def _check(port: Any, log_level: Any) -> None:
         raise ServeConfigError(f"The port must be a whole number from 0 to 65535, not {port!r}.")
     if not isinstance(log_level, str) or log_level.lower() not in LOG_LEVELS:
         raise ServeConfigError(f"The log level must be one of {', '.join(LOG_LEVELS)}, not {log_level!r}.")
+    if not isinstance(compression, bool):
+        raise ServeConfigError(f"compression must be True or False, not {compression!r}.")
 
 
-def _config(server: AgentServer, host: str, port: int, log_level: str) -> uvicorn.Config:
+def _config(server: AgentServer, host: str, port: int, log_level: str, compression: bool) -> uvicorn.Config:
     return uvicorn.Config(
         server,
         host=host,
@@ -183,6 +189,7 @@ def _config(server: AgentServer, host: str, port: int, log_level: str) -> uvicor
         log_level=log_level,
         lifespan="on",
         ws="websockets-sansio",
+        ws_per_message_deflate=compression,
         ws_max_size=server.max_message_bytes,  # refuse a long frame while it arrives, not once it is buffered
         timeout_graceful_shutdown=5,
     )

@@ -35,6 +35,9 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--hibernate-after", type=float, default=10.0, metavar="SECONDS",
                         help="hibernate an agent whose clients were all idle this long: its database is released and "
                         "its sockets stay open until a frame wakes it (default: 10; 0 never hibernates)")
+    parser.add_argument("--compression", action="store_true",
+                        help="accept clients' permessage-deflate (off by default: about 46 KB of zlib state per "
+                        "connection, and every broadcast compressed once per client)")
     parser.add_argument("--cors", action="store_true", help="answer CORS preflights and send permissive CORS headers")
     parser.add_argument("--log-level", default="info", help="uvicorn's log level (default: info)")
     parser.set_defaults(func=run)
@@ -62,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
                   flush=True)
 
         serve(classes, host=args.host, port=args.port, root=args.root, idle_timeout=args.idle_timeout,
-              hibernate_after=args.hibernate_after or None,
+              hibernate_after=args.hibernate_after or None, compression=bool(args.compression),
               cors=bool(args.cors), log_level=args.log_level, announce=announce)
     except AgentlabError as exc:
         print(f"agentlab serve: {exc}", file=sys.stderr)
