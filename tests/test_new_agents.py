@@ -239,3 +239,67 @@ def _create_in_child(root: str) -> None:
     Session(agent).append_message(msg("m1"))
     assert agent.sql("SELECT count(*) AS n FROM messages")[0]["n"] == 1
     agent.close()
+
+
+class TestReopeningAFileThisProcessClosed:
+    """A file closed fully checkpointed, and unchanged since, reopens in a spare without the migration checks."""
+
+    def _closed(self, name: str) -> tuple[Agent, str]:
+        agent = get_agent(Notes, name)
+        Session(agent).append_message(msg("m1"))
+        path = str(agent.path)
+        agent.close()
+        return agent, path
+
+    def test_it_reopens_in_a_spare_with_its_data(self):
+        _, path = self._closed("again")
+        assert instances.ready()
+        again = get_agent(Notes, "again")
+        assert again.store._in_spare and not again.store.fresh
+        assert [m["id"] for m in Session(again).get_history()] == ["m1"]
+        Session(again).append_message(msg("m2", parent_id="m1"))  # and writes as any open file does
+        again.close()
+        assert [m["id"] for m in Session(get_agent(Notes, "again")).get_history()] == ["m1", "m2"]
+
+    def test_a_write_by_anyone_else_since_the_close_sends_it_through_the_usual_open(self):
+        _, path = self._closed("touched")
+        outside = duckdb.connect(path)
+        outside.execute("CREATE TABLE notes_by_hand (x INTEGER)")
+        outside.close()
+        assert instances.ready()
+        again = get_agent(Notes, "touched")
+        assert not again.store._in_spare
+        assert again.sql("SELECT count(*) AS n FROM notes_by_hand")[0]["n"] == 0
+
+    def test_other_migrations_are_checked_and_applied(self, tmp_path):
+        path = tmp_path / "plain.duckdb"
+        database.Store(path).close()
+        from agentlab.store.migrations import MIGRATIONS, Migration
+
+        steps = [*MIGRATIONS, Migration("9999_test_extra", lambda conn: conn.execute("CREATE TABLE extra_step (x INT)"))]
+        assert instances.ready()
+        store = database.Store(path, migrations=steps)
+        assert not store._in_spare and store.applied_migrations()[-1] == "9999_test_extra"
+        store.close()
+        assert instances.ready()
+        store = database.Store(path, migrations=steps)  # now closed clean with these steps
+        assert store._in_spare and store.scalar("SELECT count(*) FROM extra_step") == 0
+        store.close()
+
+    def test_a_destroyed_and_recreated_agent_is_a_new_file(self):
+        agent, _ = self._closed("gone")
+        get_agent(Notes, "gone").destroy()
+        fresh = get_agent(Notes, "gone")
+        assert fresh.store.fresh and Session(fresh).get_history() == []
+
+    def test_a_close_that_leaves_commits_in_the_log_is_not_remembered(self, tmp_path, monkeypatch):
+        path = tmp_path / "logged.duckdb"
+        database.Store(path).close()
+        store = database.Store(path)
+        store.execute("CREATE TABLE t (x INTEGER)")
+        monkeypatch.setattr(store._stamper, "stamp", lambda: None)  # as when the closing checkpoint fails
+        store.close()
+        assert instances.ready()
+        again = database.Store(path)
+        assert not again._in_spare and again.scalar("SELECT count(*) FROM t") == 0
+        again.close()

@@ -118,6 +118,7 @@ class Store:
         self.outside_writes, self._stamper = 0, FileStamper(None)
         self.opened_stamp: str | None = None
         steps = MIGRATIONS if migrations is None else migrations
+        self._schema = tuple(m.name for m in steps)
         if self.path == MEMORY:
             self._conn = connect(self.path, False)
             self._migrate_or_close(steps)
@@ -143,9 +144,22 @@ class Store:
             spare = instances.open_new(self.path)
             self._conn = spare or connect(self.path, False)
             self.fresh, self._in_spare = True, spare is not None
+        elif not self.read_only and registry.closed_clean(self.path, self._stamper.stamp(), self._schema):
+            # This process closed the file fully checkpointed and no one has written it since (a hibernated
+            # agent waking): its schema is known, and a spare instance opens it in about 3 ms instead of 14.
+            instances.start(CONFIG)
+            spare = instances.open_known(self.path)
+            if spare is not None and registry.closed_clean(self.path, self._stamper.stamp(), self._schema):
+                self._conn, self._in_spare = spare, True
+            else:  # no spare ready, or a write slipped in before the file was locked
+                if spare is not None:
+                    spare.close()
+                self._conn = connect(self.path, self.read_only)
+                self._migrate_or_close(steps)
         else:
             self._conn = connect(self.path, self.read_only)
             self._migrate_or_close(steps)
+        registry.forget_clean(self.path)
         self.opened_stamp = self.stamp()
 
     def _migrate_or_close(self, migrations: Sequence[Migration]) -> None:
@@ -205,12 +219,22 @@ class Store:
                     self._conn.close()
                 except duckdb.Error:
                     pass  # an invalidated instance cannot checkpoint; its WAL is replayed at the next open
+                else:
+                    self._remember_clean_close()
                 finally:
                     self._conn = None
             self._stamper.close()
         if self.path != MEMORY:
             registry.release(self.path, self)
         self._hooks.run(before=False)
+
+    def _remember_clean_close(self) -> None:
+        """Record the file's stamp after a close that checkpointed everything, so that reopening it is quick."""
+        if self.path == MEMORY or self.read_only or self._destroyed:
+            return
+        stamp = self._stamper.stamp()  # None if the close left commits in the log
+        if stamp is not None:
+            registry.remember_clean(self.path, stamp, self._schema)
 
     def on_close(self, before: Callable[[], None], after: Callable[[], None] | None = None) -> None:
         """Run ``before`` when the store closes, while it still holds the file, and ``after`` once it released it."""
@@ -229,6 +253,7 @@ class Store:
         if self.path != MEMORY:
             from agentlab.store.files import remove_database_files
 
+            registry.forget_clean(self.path)
             remove_database_files(Path(self.path))
 
     def _reopen(self, *, raise_errors: bool = False) -> None:
