@@ -7,6 +7,7 @@ agentlab's AgentClient and, where exact bytes matter, a bare websockets client.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 import time
@@ -66,6 +67,9 @@ class Recorder(Agent):
         if request.path == "/boom":
             raise RuntimeError("the hook broke")
         if request.path == "/state":
+            return self.state
+        if request.path == "/bump":
+            self.set_state({"count": self.state["count"] + 1})
             return self.state
         return None
 
@@ -295,6 +299,54 @@ class TestProtocol:
         a.call("add", 0)  # a round trip on a: an echo would have arrived before the answer
         assert seen_by_a == [({"count": 3}, "client"), ({"count": 3}, "server")]  # the second from add()
         assert _served(handle, Recorder, "s").state == {"count": 3}
+
+    def test_updates_that_queue_up_are_stored_as_one_and_all_reach_the_others_in_order(self, serve, monkeypatch):
+        import agentlab.agent.agent as agent_module
+
+        writes = []
+        real = agent_module.write_state_row
+        monkeypatch.setattr(agent_module, "write_state_row", lambda *a: (writes.append(a[1]), real(*a)))
+        handle = serve()
+        url = handle.agent_url(Recorder, "burst", websocket=True)
+        with contextlib.ExitStack() as stack:
+            senders = [stack.enter_context(connect(url)) for _ in range(8)]
+            other = stack.enter_context(connect(url))
+            for ws in [*senders, other]:
+                [ws.recv(timeout=5) for _ in range(3)]
+            writes.clear()
+            for i in range(25):  # sent without waiting: turns of eight sockets queue up behind each other
+                for k, ws in enumerate(senders):
+                    ws.send(json.dumps({"type": "cf_agent_state", "state": {"count": 100 * k + i}}))
+            seen = [json.loads(other.recv(timeout=10))["state"]["count"] for _ in range(200)]
+        assert sorted(seen) == sorted(100 * k + i for k in range(8) for i in range(25))
+        for k in range(8):
+            assert [n for n in seen if n // 100 == k] == [100 * k + i for i in range(25)]
+        assert len(writes) < 200  # grouped
+        assert writes[-1] == json.dumps({"count": seen[-1]}, separators=(",", ":"))  # the last one stored
+        assert _served(handle, Recorder, "burst").state == {"count": seen[-1]}
+
+    def test_no_frame_or_answer_announces_a_state_change_before_it_is_stored(self, serve):
+        # The stored row is read on the agent's own connection, past the held write, the moment each frame or
+        # answer arrives: what a crash at that moment would leave in the file.
+        handle = serve()
+        url = handle.agent_url(Recorder, "gated", websocket=True)
+        agent = None
+
+        def stored():
+            return json.loads(agent.store.conn.execute("SELECT state FROM agent_state").fetchone()[0])
+
+        with connect(url) as caller, connect(url) as watcher:
+            for ws in (caller, watcher):
+                [ws.recv(timeout=5) for _ in range(3)]
+            agent = _served(handle, Recorder, "gated")
+            for i in range(1, 6):  # set after an await, on the server's event loop
+                caller.send(json.dumps({"type": "rpc", "id": f"c{i}", "method": "add_later", "args": [1]}))
+                frame = json.loads(watcher.recv(timeout=5))
+                assert frame["state"] == {"count": i} and stored() == {"count": i}
+            for i in range(6, 9):  # an HTTP answer, while frames of other turns keep arriving
+                caller.send(json.dumps({"type": "cf_agent_state", "state": {"count": 1000 * i}}))  # ever larger
+                status, _, body = _get(f"{handle.agent_url(Recorder, 'gated')}/bump")
+                assert status == 200 and stored()["count"] >= json.loads(body)["count"]
 
     def test_a_rejected_update_is_reported_to_its_sender_only_and_not_stored(self, serve):
         handle = serve()

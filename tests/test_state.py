@@ -12,6 +12,7 @@ import pytest
 from agentlab import NOT_SET, Agent, get_agent
 from agentlab.errors import (
     ConnectionClosedError,
+    DiskFullError,
     ReadonlyConnectionError,
     StateNotJSONError,
     StateRejectedError,
@@ -274,3 +275,61 @@ class TestDurability:
         result = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
         assert result.stdout.strip() == '{"players": ["ann", "bob"], "round": 12}', result.stderr
         assert get_agent(Game, "persist", root=tmp_path).state == {"players": ["carol"], "round": 13}
+
+
+class TestGroupCommit:
+    """defer_state_writes: what a server does, storing several changes as one before any frame announces them."""
+
+    def _stored(self, agent):
+        return agent.store.conn.execute("SELECT state FROM agent_state").fetchall()  # the file, past any hold
+
+    def test_changes_are_held_until_the_next_statement_and_stored_as_one(self, tmp_path):
+        agent = get_agent(Plain, "grouped", root=tmp_path)
+        agent.set_state({"n": 0})
+        writes = []
+        agent.defer_state_writes(writes.append)
+        for n in range(1, 6):
+            agent.set_state({"n": n})
+        assert agent.state == {"n": 5} and agent.holds_state_write
+        assert self._stored(agent) == [('{"n":0}',)] and writes == []
+        assert agent.sql("SELECT count(*) AS k FROM agent_state")[0]["k"] == 1  # any statement stores it first
+        assert writes == [True] and not agent.holds_state_write
+        assert self._stored(agent) == [('{"n":5}',)]
+
+    def test_close_and_write_held_state_store_it(self, tmp_path):
+        agent = get_agent(Plain, "closing", root=tmp_path)
+        writes = []
+        agent.defer_state_writes(writes.append)
+        agent.set_state({"n": 1})
+        assert agent.write_held_state() and not agent.write_held_state()
+        agent.set_state({"n": 2})
+        agent.close()
+        assert writes == [True, True]
+        assert get_agent(Plain, "closing", root=tmp_path).state == {"n": 2}
+
+    def test_a_failed_write_is_reported_and_the_state_read_from_the_file_again(self, tmp_path, monkeypatch):
+        import agentlab.agent.agent as agent_module
+
+        agent = get_agent(Plain, "failing", root=tmp_path)
+        agent.set_state({"n": 0})
+        writes = []
+        agent.defer_state_writes(writes.append)
+        agent.set_state({"n": 1})
+
+        def full(*args):
+            raise DiskFullError(str(agent.path), "committing a write")
+
+        monkeypatch.setattr(agent_module, "write_state_row", full)  # as a full disk would answer
+        with pytest.raises(DiskFullError):
+            agent.write_held_state()
+        monkeypatch.undo()
+        assert writes == [False] and agent.state == {"n": 0} and not agent.holds_state_write
+
+    def test_writing_one_by_one_again_stores_what_is_held(self, tmp_path):
+        agent = get_agent(Plain, "undeferred", root=tmp_path)
+        agent.defer_state_writes(lambda stored: None)
+        agent.set_state({"n": 3})
+        agent.defer_state_writes(None)
+        assert self._stored(agent) == [('{"n":3}',)]
+        agent.set_state({"n": 4})
+        assert self._stored(agent) == [('{"n":4}',)]

@@ -16,6 +16,7 @@ import json
 import os
 import threading
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -87,6 +88,8 @@ class Agent:
         self._lock = store.lock
         self._state_text: str | None = None
         self._state_loaded = False
+        self._held_state: tuple[str, str] | None = None  # (text, source id) not yet written: defer_state_writes()
+        self._after_held_write: Callable[[bool], None] | None = None
         self._connections: list[Connection] = []
         store.on_outside_write(self._forget_state)  # agent.sql may have rewritten the state row
         self._check_identity()
@@ -328,7 +331,11 @@ class Agent:
             raise StateRejectedError(f"State update rejected: {exc}") from exc
         source_id = source if isinstance(source, str) else source.id
         with self._lock:
-            write_state_row(store, text, source_id)
+            if self._after_held_write is not None:  # a server's group commit: stored before any frame leaves
+                self._held_state = (text, source_id)
+                store.hold_back(lambda: self._write_held_state(store))
+            else:
+                write_state_row(store, text, source_id)
             self._state_text = text
             self._state_loaded = True
             # Broadcast inside the lock so every client sees changes in the order they were stored.
@@ -338,11 +345,65 @@ class Agent:
         except Exception as exc:  # best effort, never rolls back (upstream)
             self.on_error(exc)
 
+    def defer_state_writes(self, after_write: Callable[[bool], None] | None) -> None:
+        """Store state changes in groups (what a server does for the agents it owns), or one by one again (None).
+
+        While deferred, :meth:`set_state` keeps the new state in memory and holds its write back
+        (:meth:`Store.hold_back <agentlab.store.Store.hold_back>`): several changes in a row are stored as one,
+        just before the file's next statement or transaction, at close, or at :meth:`write_held_state`. The
+        caller must keep back everything that announces a held change (the broadcast frames) until
+        ``after_write(True)`` is called, once the state is stored. ``after_write(False)`` means the write failed:
+        the state is read from the file again, and what was kept back must be dropped, since the change never
+        happened. This is upstream's output gate: a Durable Object's outgoing messages wait for its storage writes,
+        which are coalesced.
+        """
+        with self._lock:
+            if after_write is None:
+                if self._store is not None:
+                    self._store.write_held_back()  # told to the old after_write
+                self._after_held_write = None
+            else:
+                self._after_held_write = after_write
+
+    @property
+    def holds_state_write(self) -> bool:
+        """Whether a state change is held back, not yet stored (see :meth:`defer_state_writes`)."""
+        return self._held_state is not None
+
+    def write_held_state(self) -> bool:
+        """Store a held state change now; returns whether there was one (see :meth:`defer_state_writes`).
+
+        Raises:
+            DiskFullError: It could not be stored; the state is read from the file again.
+        """
+        store = self._store
+        if store is None or self._held_state is None:
+            return False
+        return store.write_held_back()
+
+    def _write_held_state(self, store: Store) -> None:
+        """Store the held state in ``store`` (the agent's, which may be closing: its close runs this first)."""
+        with self._lock:
+            held, self._held_state = self._held_state, None
+            if held is None:
+                return
+            after = self._after_held_write
+            try:
+                write_state_row(store, *held)
+            except BaseException:
+                self._forget_state()
+                if after is not None:
+                    after(False)
+                raise
+            if after is not None:
+                after(True)
+
     def validate_state_change(self, next_state: Any, source: Connection | str) -> None:
         """Override to reject a change by raising; ``source`` is ``"server"`` or a :class:`Connection`."""
 
     def on_state_changed(self, state: Any, source: Connection | str) -> None:
-        """Override to react after a change is stored and broadcast."""
+        """Override to react after a change is stored and broadcast (on a served agent: held for the group commit
+        that comes before any frame leaves, see :meth:`defer_state_writes`)."""
 
     def on_error(self, error: BaseException) -> None:
         """Override to handle errors from hooks and clients; the default warns."""

@@ -15,6 +15,12 @@ Durable Object's hibernated WebSockets. *Closed*: it has had no socket, no in-pr
 Frames an agent sends during a turn (its broadcasts, RPC answers) are collected and handed to the event loop in
 one batch when the turn ends, in the order they were sent; a stream's chunks are handed over as they are made.
 
+State is stored in groups (group commit): an agent the server owns keeps each turn's new state in memory
+(:meth:`Agent.defer_state_writes`), and the server stores it when no other turn of the agent is waiting, or
+before anything else touches the file. The frames of the turns since the last write wait with it and leave only
+once the state they announce is stored (an output gate, as a Durable Object's), so a crash can lose only
+changes no client was told of, and ten queued updates of one agent cost one write.
+
 Invariants:
 
 * One server process owns the agents of a root folder: :class:`RootLock` holds an exclusive lock on a file in
@@ -47,7 +53,7 @@ from agentlab.agent import get_agent
 from agentlab.agent.agent import live_agent
 from agentlab.errors import AgentlabError, ServeConfigError, ServeRootLockedError
 
-from .protocol import encode
+from .protocol import encode, report
 
 try:  # POSIX only; elsewhere the lock is a no-op and the DuckDB file lock is the only guard
     import fcntl
@@ -122,7 +128,13 @@ class Outbox:
         pending = getattr(local, "pending", None)
         if pending is not None:
             pending.append((target, text))
-        elif threading.get_ident() == self.loop_thread:
+            return
+        # Outside a turn's batch (an async hook going on on the loop, a notebook thread): this frame may announce
+        # a held state change, so the change is stored first (and the frames gated before it leave first).
+        entry = getattr(target, "entry", None)
+        if entry is not None and _holds_write(entry):
+            _write_held(entry)
+        if threading.get_ident() == self.loop_thread:
             target.push(text)
         else:
             try:
@@ -130,23 +142,78 @@ class Outbox:
             except RuntimeError:  # the server has stopped: nobody is left to read it
                 pass
 
-    def run_turn(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
-        """Run ``fn(*args)`` on this worker thread, collecting the frames it sends into one batch."""
+    def run_turn(self, fn: Callable[..., Any], args: tuple[Any, ...], entry: Served | None = None) -> Any:
+        """Run ``fn(*args)`` on this worker thread, collecting the frames it sends into one batch.
+
+        For a turn of ``entry``'s agent: while the agent holds a state write back, the batch waits in
+        ``entry.gated``; the write is made at the end of the turn when no other turn of the agent is waiting, or
+        when the turn returns something its caller hands on (an HTTP answer, or async work still to run).
+        """
         local = self._local
-        local.pending = []
+        local.pending, local.entry = [], entry
+        result: Any = None
         try:
-            return fn(*args)
+            result = fn(*args)
+            return result
         finally:
-            self.flush()
-            local.pending = None
-            local.frame = local.text = None  # do not keep the last frame alive
+            try:
+                if entry is not None and _holds_write(entry):
+                    entry.gated.extend(local.pending)
+                    local.pending = []
+                    # Else the next turn joins this write. A result leaves the gate with the caller: an HTTP
+                    # answer must not announce an unstored change, and a turn that goes on on the loop (an async
+                    # RPC) sends its next frames from there, which must not overtake these.
+                    if not entry.waiting or result is not None:
+                        _write_held(entry)
+                else:
+                    self.flush()
+            finally:
+                local.pending = local.entry = None
+                local.frame = local.text = None  # do not keep the last frame alive
 
     def flush(self) -> None:
-        """Hand the frames collected so far to the loop now (a stream's chunks)."""
-        pending = getattr(self._local, "pending", None)
+        """Hand the frames collected so far to the loop now (a stream's chunks: a held state write is made first)."""
+        local = self._local
+        entry = getattr(local, "entry", None)
+        if entry is not None and _holds_write(entry):
+            _write_held(entry)
+        pending = getattr(local, "pending", None)
         if pending:
-            self._local.pending = []
-            self.loop.call_soon_threadsafe(_deliver, pending)
+            local.pending = []
+            self.deliver(pending)
+
+    def deliver(self, batch: list[tuple[Any, str]]) -> None:
+        """Hand ``batch`` to the sockets, from any thread."""
+        if threading.get_ident() == self.loop_thread:
+            _deliver(batch)
+            return
+        try:
+            self.loop.call_soon_threadsafe(_deliver, batch)
+        except RuntimeError:  # the server has stopped: nobody is left to read it
+            pass
+
+    def gate(self, entry: Served) -> Callable[[bool], None]:
+        """The ``after_write`` of ``entry``'s agent (:meth:`Agent.defer_state_writes`): its frames leave once the
+        held state is stored, and are dropped if storing it failed (the change never happened)."""
+        def after_write(stored: bool) -> None:
+            batch, entry.gated = entry.gated, []
+            if stored and batch:
+                self.deliver(batch)
+
+        return after_write
+
+
+def _holds_write(entry: Served) -> bool:
+    agent = entry.agent
+    return agent is not None and agent.holds_state_write
+
+
+def _write_held(entry: Served) -> None:
+    """Store ``entry``'s held state now; a failure is reported to the agent (its frames were dropped)."""
+    try:
+        entry.agent.write_held_state()
+    except Exception as exc:
+        report(entry.agent, exc)
 
 
 def _retrieve(task: asyncio.Future[Any]) -> None:
@@ -177,6 +244,8 @@ class Served:
         self.busy = 0
         self.last_used = time.monotonic()
         self.opening: asyncio.Future[Any] | None = None
+        self.waiting = 0  # turns waiting for ``turn``
+        self.gated: list[tuple[Any, str]] = []  # frames waiting for the agent's held state write
 
     def idle_for(self, now: float) -> float:
         """Seconds since the last turn, or 0 while anything uses the agent (a turn, a socket, a connection)."""
@@ -231,10 +300,16 @@ class Hub:
             "wakes": self.wakes,
         }
 
-    async def in_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
+    async def in_thread(self, fn: Callable[..., Any], *args: Any, entry: Served | None = None) -> Any:
         loop = asyncio.get_running_loop()
         assert self.outbox is not None
-        return await loop.run_in_executor(self._pool, self.outbox.run_turn, fn, args)
+        return await loop.run_in_executor(self._pool, self.outbox.run_turn, fn, args, entry)
+
+    def _own(self, entry: Served, agent: Any, owned: bool) -> None:
+        """Store the state of an agent this server opened in groups (see the module's docstring)."""
+        if owned:
+            assert self.outbox is not None
+            agent.defer_state_writes(self.outbox.gate(entry))
 
     async def acquire(self, key: tuple[str, str], cls: type, name: str) -> Served:
         """The open entry of agent ``name`` of ``cls``, opening the agent if needed.
@@ -271,7 +346,9 @@ class Hub:
     async def _open(self, entry: Served) -> None:
         def open_agent() -> tuple[Any, bool]:
             was_live = live_agent(entry.cls, entry.name, root=self.root) is not None
-            return get_agent(entry.cls, entry.name, root=self.root), not was_live
+            agent: Any = get_agent(entry.cls, entry.name, root=self.root)
+            self._own(entry, agent, not was_live)
+            return agent, not was_live
 
         entry.agent, entry.owned = await self.in_thread(open_agent)
 
@@ -301,14 +378,23 @@ class Hub:
 
     async def _turn(self, entry: Served, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
         entry.busy += 1
+        entry.waiting += 1
         try:
-            async with entry.turn:
+            try:
+                await entry.turn.acquire()
+            finally:
+                entry.waiting -= 1
+            try:
                 if entry.hibernated:
                     await self._wake(entry)
-                result = await self.in_thread(fn, entry.agent, *args)
+                result = await self.in_thread(fn, entry.agent, *args, entry=entry)
                 if inspect.isawaitable(result):
                     result = await result
+                    if _holds_write(entry):  # changed on the loop after the turn's batch: stored before answering
+                        await self.in_thread(_write_held, entry)
                 return result
+            finally:
+                entry.turn.release()
         finally:
             entry.busy -= 1
             entry.last_used = time.monotonic()
@@ -320,6 +406,7 @@ class Hub:
         def wake() -> tuple[Any, bool]:
             was_live = live_agent(entry.cls, entry.name, root=self.root) is not None
             agent: Any = get_agent(entry.cls, entry.name, root=self.root)
+            self._own(entry, agent, not was_live)
             agent.adopt(connections)
             return agent, not was_live
 

@@ -113,6 +113,7 @@ class Store:
         self._caches = DerivedCaches(self.lock)
         self._hooks = CloseHooks(self.lock)
         self._held = HeldWrites(self)
+        self._held_back: Callable[[], None] | None = None  # hold_back(): a higher layer's write, run before the next
         self.fresh = False
         self._in_spare = False  # opened in a spare instance (agentlab.store.instances), for tests
         self.outside_writes, self._stamper = 0, FileStamper(None)
@@ -249,6 +250,7 @@ class Store:
         :class:`~agentlab.errors.AgentDestroyedError`. Safe to call twice."""
         with self.lock:
             self._destroyed = True
+            self._held_back = None
             self._close_connection()  # held writes go with the file
         if self.path != MEMORY:
             from agentlab.store.files import remove_database_files
@@ -318,6 +320,8 @@ class Store:
         """
         self.require_writable()
         with self.lock:
+            if not self._depth:
+                self.write_held_back()
             conn = self.conn
             if self._depth:
                 self._depth += 1
@@ -435,9 +439,37 @@ class Store:
             DiskFullError: The commit failed for lack of disk space; the writes stay held.
         """
         with self.lock:
+            if not self._depth and not self._closed_by_user:
+                self.write_held_back()
             if self._held and not self._depth and not self._closed_by_user and self._conn is not None:
                 with self.transaction():
                     pass
+
+    def hold_back(self, write: Callable[[], None]) -> None:
+        """Hold a higher layer's write back until just before this store's next statement or transaction (group
+        commit: a server holds the state of several turns and stores only the last).
+
+        ``write()`` runs once, under :attr:`lock`, before the next :meth:`execute`, :meth:`relation` or outermost
+        :meth:`transaction`, at :meth:`flush` and :meth:`close`, or when :meth:`write_held_back` is called; a second
+        call replaces a write not yet run. So every statement, whoever sends it, runs after the writes of the
+        turns before it, and a crash can lose only writes nothing after them depends on. The holder keeps whatever
+        it must not announce until the write is done (a server, the frames of the turns).
+        """
+        with self.lock:
+            self._held_back = write
+
+    def write_held_back(self) -> bool:
+        """Run the write :meth:`hold_back` holds now, if any; returns whether there was one.
+
+        Raises:
+            What the write raises (it is not held any more).
+        """
+        with self.lock:
+            write, self._held_back = self._held_back, None
+            if write is None:
+                return False
+            write()
+            return True
 
     @property
     def in_transaction(self) -> bool:
@@ -458,6 +490,8 @@ class Store:
             ReadOnlyAgentError: The statement writes to a read-only store.
         """
         with self.lock:
+            if not self._depth:
+                self.write_held_back()
             conn = self.conn
             if self._held and not self._depth:
                 held = self._held.execute(query, params)
@@ -484,6 +518,8 @@ class Store:
         materialised under the lock, so it is safe to convert from any thread afterwards.
         """
         with self.lock:
+            if not self._depth:
+                self.write_held_back()
             try:
                 rel = self.conn.sql(query, params=list(params) if params else None)
                 return Materialised(rel.to_arrow_table() if rel is not None else None)
