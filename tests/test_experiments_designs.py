@@ -277,3 +277,32 @@ class TestCommandLine:
         code = main(["experiment", "bundled", "--policies", "facts-claude", "--no-progress"])
         err = capsys.readouterr().err
         assert code == 2 and "ANTHROPIC_API_KEY" in err and err.count("\n") == 1
+
+
+class TestAnswering:
+    def test_the_answer_request_carries_what_the_design_retrieved(self, replayed, tmp_path):
+        from agentlab.experiments.cache import RequestCache
+
+        def responder(body):
+            said = " ".join(b.get("text", "") for b in body["messages"][-1]["content"])
+            if said.startswith("You are grading"):
+                return reply(text("CORRECT" if "Answer to grade: Biscuit" in said else "WRONG"))
+            return reply(text("Biscuit" if "Biscuit" in said else "I do not know"))
+
+        claude = ScriptedClaude(default=responder)
+        dog = replayed.only(["c"])
+        qa = ex.answer(dog, client=claude.client(max_retries=0), cache=RequestCache(tmp_path / "qa.duckdb"),
+                       mode="direct", runs=1, out=lambda line: None, sleep=lambda s: None)
+        asked = [r for r in claude.requests if "What is the name of the dog" in json.dumps(r)
+                 and not r["messages"][0]["content"][0]["text"].startswith("You are grading")]
+        search = next(r for r in asked if "[search_history found" in json.dumps(r))
+        parts = [b["text"] for b in search["messages"][0]["content"]]
+        assert len(parts) == 3 and parts[1].startswith("[search_history found") and parts[2].startswith("Question:")
+        correct = qa.answers.set_index(["policy", "question_id"])["correct"]
+        assert correct[("search-tool", "dog")] == 1.0 and correct[("none", "dog")] == 1.0
+        assert correct[("facts", "dog")] == float("Biscuit" in dog.contexts[("facts", "c", "s3_39")].retrieved["dog"])
+
+    def test_results_restricted_to_some_conversations(self, replayed):
+        assert len(replayed.only(["c"]).per_question) == len(replayed.per_question)
+        with pytest.raises(ValueError, match="None of"):
+            replayed.only(["conv-99"])
