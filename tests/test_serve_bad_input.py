@@ -195,6 +195,7 @@ class TestAClientThatNeverReads:
             writer.set_state({"count": sent, "pad": pad})
             writer.call("ping")  # one update at a time, so the watcher is never the slow one
         assert len(agent.connections) == 2, "the client that never reads was not dropped"
+        assert server.stats()["dropped"] == 1
         for _ in range(5):  # and nothing more is kept for it afterwards
             sent += 1
             writer.set_state({"count": sent, "pad": pad})
