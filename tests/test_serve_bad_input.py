@@ -129,7 +129,7 @@ class TestFramesTooLarge:
                 ws.send(json.dumps({"type": "cf_agent_state", "state": {"count": 5, "pad": "x" * 10_000_000}}))
                 while True:
                     ws.recv(timeout=5)
-            assert ws.close_code in (1009, None)
+            assert ws.close_code in (1009, 1006, None)  # 1006: the reset came before any close frame
         assert _agent(server).state == {"count": 0}
         assert other.call("ping") == "pong" and not other.closed
         _still_serving(server)

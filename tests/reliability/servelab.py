@@ -12,6 +12,7 @@ newest acknowledged one (and none that was never sent).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import os
 import random
@@ -136,7 +137,10 @@ def serve_kill_trial(root: Path, seed: int, *, agents: int = 4, hibernate_after:
     proc, port = _start(root, hibernate_after)
     try:
         names = [f"a{k}" for k in range(agents)]
-        asyncio.run(_run_clients(port, names, trial, rng, proc, rng.uniform(0.8, 3.0), hibernate_after))
+        clients = _run_clients(port, names, trial, rng, proc, rng.uniform(0.8, 3.0), hibernate_after)
+        # A thread of its own: the caller may already run an event loop (a notebook, or a test plugin's).
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            pool.submit(asyncio.run, clients).result()
     finally:
         if proc.poll() is None:
             proc.kill()
