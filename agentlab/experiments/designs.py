@@ -24,8 +24,8 @@ name with ``-claude``: Claude writes the summaries, the facts, or the core and a
 ``ANTHROPIC_API_KEY`` and caches every request. ``search-tool`` writes nothing, so it has no Claude variant.
 
 Question-time retrieval is one swappable :class:`~agentlab.experiments.retrieval.Retrieval` (:data:`RETRIEVAL` by
-default): ``with_retrieval(policy, Retrieval("eval:default"))`` gives any design another ranking. The default was
-chosen on LoCoMo's development conversations only (see :data:`RETRIEVAL`).
+default): ``with_retrieval(policy, Retrieval("eval:default"))`` gives any design another ranking. The default is
+chosen from principles, not on LoCoMo (see :data:`RETRIEVAL`).
 
 Invariants: the names here are registered in :data:`agentlab.experiments.policies.POLICIES` when this module is
 imported (``import agentlab.experiments`` does it); every design policy compacts, so ``none`` stays the baseline.
@@ -50,9 +50,9 @@ WORKING_MEMORY = Compaction(threshold=1_000, tail_token_budget=250)
 RETRIEVAL = Retrieval("hybrid", k=10, neighbours=1)
 """The default question-time retrieval: the agent's hybrid search (MiniLM and BM25 fused by reciprocal rank, its
 own untuned defaults), the 10 best (the reference search tool's result count), each stored turn with one neighbour
-on either side. Hybrid against BM25 and the harness's ``default``, and 0 against 1 neighbour, were compared on
-LoCoMo's development conversations (conv-26, -30, -41, -42) only; rows of those conversations are in-sample for
-this choice (BENCHMARKS.md)."""
+on either side (a reply read without the turn it answers is often unreadable). Chosen from these principles, not
+on LoCoMo; ``benchmarks/designs_tuning.py`` compares other retrievals on LoCoMo's development conversations
+(conv-26, -30, -41, -42) only, and ``benchmarks/designs_bench.py`` reports the other six apart."""
 
 _POINTER = PointerSummarizer()
 
