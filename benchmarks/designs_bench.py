@@ -131,14 +131,15 @@ def main() -> int:
           f"{os.getloadavg()[0]:.1f} (2 cores); embeddings cache {args.embeddings} "
           f"({'kept' if args.embeddings.exists() else 'new: a cold run'})")
     anchor_seconds, turns = anchor(args.data)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     dataset = load_locomo(args.data)
     results = ex.replay(dataset, policies, embeddings=args.embeddings, progress=False)
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     anchor_after, _ = anchor(args.data)
     per_policy = ", ".join(f"{k} {v:.0f}" for k, v in results.seconds.items())
     print(f"\nfull comparison ({len(policies)} policies x 10 conversations, {turns:,} turns each): {seconds:.0f} s "
-          f"= {seconds / 60:.1f} min (goal <= 10 min); per policy: {per_policy} s")
+          f"= {seconds / 60:.1f} min (goal <= 10 min), CPU {cpu:.0f} s (all threads of this process); per policy: "
+          f"{per_policy} s")
     print(f"anchor (read + append every turn once into a bare session): {anchor_seconds:.1f} s before, "
           f"{anchor_after:.1f} s after; replay / anchor {seconds / max(anchor_seconds, anchor_after):.0f}-"
           f"{seconds / min(anchor_seconds, anchor_after):.0f}x")
