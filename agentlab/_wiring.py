@@ -20,7 +20,7 @@ AGENT_FRAMES = ("messages", "branches", "compactions", "blocks_history", "tool_c
 
 def _frame(name: str) -> Any:
     def make(owner: Any) -> Any:
-        from agentlab.frames.frames import bound_frame
+        from agentlab.session.duckdb._frames import bound_frame
 
         return bound_frame(name, owner)
 

@@ -13,14 +13,14 @@ import sqlite3
 
 import duckdb
 import pytest
+from helpers import msg
 
-from agentlab.search import index_state
 from agentlab.search.index_files import IndexFiles, index_folder
 from agentlab.search.tokenizer import tokenize
+from agentlab.session.duckdb import _index_state as index_state
+from agentlab.session.duckdb._tree import tree_of
 from agentlab.session.session import Session
-from agentlab.session.tree import tree_of
 from agentlab.store.database import Store
-from helpers import msg
 
 WORDS = ["alpha", "beta", "gamma", "delta", "deploy", "deploying", "friday", "server", "the", "on", "naïve"]
 QUERIES = ["alpha", "on", "friday server", "deploy deploying", "alpha alpha beta", "the alpha", "gamma delta friday",

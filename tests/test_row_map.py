@@ -6,12 +6,12 @@ from __future__ import annotations
 import random
 
 import pytest
-
-from agentlab.session import row_map
-from agentlab.session.session import Session
-from agentlab.session.tree import tree_of
-from agentlab.store.database import Store
 from helpers import msg
+
+from agentlab.session.duckdb import _parent_map as row_map
+from agentlab.session.duckdb._tree import tree_of
+from agentlab.session.session import Session
+from agentlab.store.database import Store
 
 
 def model(store: Store) -> dict[str, tuple[int, str | None, str]]:

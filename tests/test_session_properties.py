@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentlab.errors import UnknownLeafWarning
-from agentlab.session import contents as _contents
 from agentlab.session.compactor import COMPACTION_PREFIX
+from agentlab.session.duckdb import _contents
 from agentlab.session.session import Session
 from agentlab.store.database import Store
 

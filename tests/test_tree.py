@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers import ids
 
 from agentlab.errors import (
     DuplicateMessageWarning,
@@ -14,11 +15,10 @@ from agentlab.errors import (
     UnknownLeafWarning,
     UnknownMessageError,
 )
+from agentlab.session.duckdb._tree import tree_of
 from agentlab.session.messages import UNSET, Appended, RowStat
 from agentlab.session.session import Session
 from agentlab.store.database import Store
-from agentlab.session.tree import tree_of
-from helpers import ids
 
 
 def msg(mid: str, text: str | None = None, role: str = "user") -> dict:

@@ -4,8 +4,17 @@ Reads through the public APIs of the layers below; never writes.
 """
 
 from agentlab.frames import plot
-from agentlab.frames.frames import blocks, blocks_history, branches, compactions, messages, tokens, tool_calls, usage
 from agentlab.frames.multi import MultiAgent, open_many
+from agentlab.session.duckdb._frames import (
+    blocks,
+    blocks_history,
+    branches,
+    compactions,
+    messages,
+    tokens,
+    tool_calls,
+    usage,
+)
 
 __all__ = [
     "MultiAgent",

@@ -287,7 +287,7 @@ class MultiAgent:
         Tree columns (depth, branches, compaction coverage) need each agent's own tree: use
         ``session.messages_df()`` for those.
         """
-        from agentlab.frames import columns as core
+        from agentlab.session.duckdb import _frame_columns as core
 
         if "messages" not in self.tables:
             raise ExportError("None of the attached files has a messages table.")
@@ -316,7 +316,7 @@ class MultiAgent:
             table = table.append_column(name, values)
         if arrow:
             return table
-        from agentlab.frames.frames import _to_pandas
+        from agentlab.session.duckdb._frames import _to_pandas
 
         return _to_pandas(table)
 

@@ -6,7 +6,6 @@ Built on the store only; the context layer's search providers and the evaluation
 from agentlab.search.bm25 import BM25Corpus, BM25Params
 from agentlab.search.embedders import Embedder, HashEmbedder, MiniLMEmbedder
 from agentlab.search.fulltext import FullTextIndex, Hit
-from agentlab.search.message_index import MessageIndex
 from agentlab.search.tokenizer import get_tokenizer, porter_stem, tokenize
 from agentlab.search.vectors import VectorEntry, VectorHit, VectorStore, content_hash, drop_namespace
 
@@ -17,7 +16,6 @@ __all__ = [
     "FullTextIndex",
     "HashEmbedder",
     "Hit",
-    "MessageIndex",
     "MiniLMEmbedder",
     "VectorEntry",
     "VectorHit",

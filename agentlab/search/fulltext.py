@@ -14,7 +14,7 @@ Storage and caching:
   Consequence: a search inside an open transaction does not see that transaction's own writes.
 * One :class:`agentlab.store.Store` per file per process (as the agent registry guarantees);
   ``fulltext_docs`` is private to this module.
-* Messages are the exception (:class:`agentlab.search.message_index.MessageIndex`): their tokens live in the
+* Messages are the exception (:class:`agentlab.session.duckdb._message_index.MessageIndex`): their tokens live in the
   ``messages`` row itself (migration ``m060_message_search``), written in the same INSERT as the message, and
   their index is kept in segments beside the file; it shares this module's query semantics and scores.
 
@@ -240,7 +240,7 @@ class FullTextIndex(_SearchView):
     Args:
         store: The open store (its schema includes ``m010_fulltext``).
         namespace: Which index, e.g. ``"knowledge"`` (messages have their own,
-            :class:`~agentlab.search.message_index.MessageIndex`).
+            :class:`~agentlab.session.duckdb._message_index.MessageIndex`).
         params: The BM25 constants (default :data:`agentlab.search.bm25.FTS5_BM25`).
 
     Example:

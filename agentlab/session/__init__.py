@@ -3,12 +3,10 @@ the compactor, the storage contract of the tree (DuckDB and in-memory implementa
 several sessions in one agent."""
 
 from agentlab.session.compactor import apply_compactions, create_compact_function, truncate_older_messages
-from agentlab.session.duckdb_storage import DuckDBSessionStorage
+from agentlab.session.duckdb._storage import DuckDBSessionStorage
 from agentlab.session.manager import SessionInfo, SessionManager
 from agentlab.session.memory_storage import InMemorySessionStorage
-from agentlab.session.messages import UNSET, Appended, RecentHistory, RowStat
-from agentlab.session.overlays import CompactionRecord
-from agentlab.session.search import SearchHit
+from agentlab.session.messages import UNSET, Appended, CompactionRecord, RecentHistory, RowStat, SearchHit
 from agentlab.session.session import Session
 from agentlab.session.storage import OutlineStorage, SearchableStorage, SessionStorage
 

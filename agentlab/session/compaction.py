@@ -27,8 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from agentlab.context.tokens import estimate_message_tokens, estimate_string_tokens, normalize_count
 from agentlab.errors import CompactionError, InvalidArgumentError, InvalidMessageError, UnknownMessageError
 from agentlab.session.compactor import COMPACTION_PREFIX
-from agentlab.session.messages import Appended
-from agentlab.session.overlays import CompactionRecord
+from agentlab.session.messages import Appended, CompactionRecord
 
 if TYPE_CHECKING:
     from agentlab.session.events import SessionEvents

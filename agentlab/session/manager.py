@@ -29,9 +29,10 @@ from typing import Any
 
 from agentlab._checks import INT64_MAX, check_amount, check_count, check_text
 from agentlab.errors import ForkedHistoryError, InvalidArgumentError, UnknownMessageError, UnknownSessionError
-from agentlab.session.search import SearchHit, search_tree
+from agentlab.session.duckdb._search import search_tree
+from agentlab.session.duckdb._tree import tree_of
+from agentlab.session.messages import SearchHit
 from agentlab.session.session import Session
-from agentlab.session.tree import tree_of
 from agentlab.store.clock import clock_of
 from agentlab.store.database import Store
 from agentlab.store.naming import validate_name

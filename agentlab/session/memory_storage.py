@@ -34,14 +34,15 @@ from agentlab.session.messages import (
     DEFAULT_MAX_DEPTH,
     UNSET,
     Appended,
+    CompactionRecord,
     RowStat,
+    SearchHit,
+    check_search,
     message_text,
     now_iso,
     prepare_message,
     prepare_placed,
 )
-from agentlab.session.overlays import CompactionRecord
-from agentlab.session.search import SearchHit, _check
 
 __all__ = ["InMemorySessionStorage"]
 
@@ -270,7 +271,7 @@ class InMemorySessionStorage:
     def search(self, query: str, *, mode: str = "phrase", limit: int = 20, role: str | None = None,
                branch: str | None = None, all_sessions: bool = False,
                max_depth: int = DEFAULT_MAX_DEPTH) -> list[SearchHit]:
-        if not _check(query, mode, limit):
+        if not check_search(query, mode, limit):
             return []
         phrases = query_phrases(query, mode)
         with self.lock:

@@ -18,15 +18,16 @@ import json
 import json.encoder
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any, NamedTuple, NoReturn
 
-from agentlab.errors import InvalidMessageError
+from agentlab.errors import InvalidMessageError, InvalidSearchError
+from agentlab.search.fulltext import MODES
 
-__all__ = ["DEFAULT_MAX_DEPTH", "MAX_MESSAGE_NESTING", "OVERFLOW_MODES", "UNSET", "Appended", "History",
-           "RecentHistory", "RowStat", "keep_messages", "message_text", "now_iso", "parse_rows", "prepare_message",
-           "prepare_placed", "recent_window"]
+__all__ = ["DEFAULT_MAX_DEPTH", "MAX_MESSAGE_NESTING", "OVERFLOW_MODES", "UNSET", "Appended", "CompactionRecord",
+           "History", "RecentHistory", "RowStat", "SearchHit", "check_search", "keep_messages", "message_text",
+           "now_iso", "parse_rows", "prepare_message", "prepare_placed", "recent_window"]
 
 
 class _Unset:
@@ -280,3 +281,80 @@ def recent_window(stats: list[RowStat], max_bytes: int, min_recent: float = 1) -
         used += stats[start].bytes
         taken += 1
     return start
+
+
+@dataclass(frozen=True)
+class CompactionRecord:
+    """One stored overlay.
+
+    Attributes:
+        seq: Position in the agent-wide write order (newest overlay wins by seq).
+        id: Random id; the overlay message reads back as ``"compaction_" + id``.
+        session_id: The session that owns the overlay.
+        summary: The text that replaces the range.
+        from_message_id: First message replaced.
+        to_message_id: Last message replaced (must be on the path being read for the overlay to apply).
+        leaf_id: The leaf whose path was compacted, if known.
+        messages_covered: Stored messages in the range on that path, if known.
+        tokens_before: Session estimate before the compaction, if known.
+        tokens_after: Session estimate right after it, if known.
+        trigger: ``"manual"`` or ``"automatic"``.
+        created_at: When it was stored (UTC).
+    """
+
+    seq: int
+    id: str
+    session_id: str
+    summary: str
+    from_message_id: str
+    to_message_id: str
+    leaf_id: str | None
+    messages_covered: int | None
+    tokens_before: int | None
+    tokens_after: int | None
+    trigger: str
+    created_at: datetime
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as a plain dict (``created_at`` as an ISO string), e.g. for events and JSON."""
+        data = asdict(self)
+        data["created_at"] = self.created_at.isoformat()
+        return data
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One message found by a search.
+
+    Attributes:
+        id: The message id.
+        role: Its role.
+        text: Its searchable text (text parts joined by a space).
+        snippet: A short excerpt around the match.
+        score: BM25 relevance, higher is better (comparable within one search only).
+        on_current_branch: Whether it is on the path to its session's latest leaf.
+        session_id: The session storing it.
+        created_at: The message's own ``created_at``.
+    """
+
+    id: str
+    role: str
+    text: str
+    snippet: str
+    score: float
+    on_current_branch: bool
+    session_id: str
+    created_at: str | None = None
+
+
+def check_search(query: Any, mode: str, limit: Any) -> bool:
+    """Check a search's mode and limit (InvalidSearchError) and query type; False when nothing can match."""
+    if mode not in MODES:
+        raise InvalidSearchError(f"mode must be one of {MODES}, not {mode!r}.")
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
+        raise InvalidSearchError(f"limit must be a non-negative int, not {limit!r}.")
+    if query is None:
+        return False
+    if not isinstance(query, str):
+        raise TypeError(f"A search query is a str, not {type(query).__name__}.")
+    return bool(query.strip()) and limit > 0

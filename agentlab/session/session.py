@@ -31,13 +31,20 @@ from agentlab.session import conversations
 from agentlab.session.compaction import SessionCompaction
 from agentlab.session.compactor import truncate_older_messages
 from agentlab.session.context import SessionContext
-from agentlab.session.duckdb_storage import resolve_owner
+from agentlab.session.duckdb._storage import resolve_owner
 from agentlab.session.events import SessionEvents
 from agentlab.session.history import check_overflow, history_path, read_history, recent_history
 from agentlab.session.intake import Intake
-from agentlab.session.messages import DEFAULT_MAX_DEPTH, UNSET, Appended, History, RecentHistory, RowStat
-from agentlab.session.overlays import CompactionRecord
-from agentlab.session.search import SearchHit
+from agentlab.session.messages import (
+    DEFAULT_MAX_DEPTH,
+    UNSET,
+    Appended,
+    CompactionRecord,
+    History,
+    RecentHistory,
+    RowStat,
+    SearchHit,
+)
 from agentlab.session.storage import SearchableStorage
 
 __all__ = ["UNSET", "SearchHit", "Session"]
@@ -83,7 +90,7 @@ class Session:
         self.agent, self.store, self.storage = resolve_owner(agent_or_store, session_id)
         self.session_id = self.storage.session_id
         self.tree = getattr(self.storage, "tree", None)
-        """The agent's :class:`~agentlab.session.tree.MessageTree` when stored in DuckDB, else None."""
+        """The agent's :class:`~agentlab.session.duckdb._tree.MessageTree` when stored in DuckDB, else None."""
         self.token_counter = token_counter
         self.system_prompt_provider = system_prompt_provider
         self.context_blocks_provider: Callable[[], list[Any]] | None = None

@@ -6,7 +6,7 @@ that stored nothing. The session does everything else on top of it: overlays app
 estimate, events and frames, context blocks. Two implementations pass one conformance suite
 (``tests/test_storage_conformance.py``):
 
-* :class:`~agentlab.session.duckdb_storage.DuckDBSessionStorage`: the agent's DuckDB file (the default);
+* :class:`~agentlab.session.duckdb._storage.DuckDBSessionStorage`: the agent's DuckDB file (the default);
 * :class:`~agentlab.session.memory_storage.InMemorySessionStorage`: plain Python dicts, for tests and as the
   reference the DuckDB one is checked against.
 
@@ -39,9 +39,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
-from agentlab.session.messages import DEFAULT_MAX_DEPTH, Appended, RowStat
-from agentlab.session.overlays import CompactionRecord
-from agentlab.session.search import SearchHit
+from agentlab.session.messages import DEFAULT_MAX_DEPTH, Appended, CompactionRecord, RowStat, SearchHit
 
 __all__ = ["OutlineStorage", "SearchableStorage", "SessionStorage"]
 

@@ -479,7 +479,7 @@ def _m080_block_history(conn: Any) -> None:
 MIGRATIONS.append(Migration("m080_block_history", _m080_block_history))
 
 
-# --- m090_message_compression (agentlab/session/rows.py) -------------------------------------------
+# --- m090_message_compression (agentlab/session/duckdb/_messages_table.py) -------------------------------------------
 
 
 def _m090_message_compression(conn: Any) -> None:

@@ -36,8 +36,8 @@ def _label(session_id: str, name: str | None) -> str:
 def stored_sessions(agent: Any) -> list[tuple[str, str]]:
     """``(label, session id)`` of every session of ``agent``'s file that stores messages or has a row, most
     recently active first."""
+    from agentlab.session.duckdb._tree import tree_of
     from agentlab.session.manager import SessionManager
-    from agentlab.session.tree import tree_of
 
     active = tree_of(agent.store).active_sessions()
     rows = {info.id: info for info in SessionManager(agent).list()}

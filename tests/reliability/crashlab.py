@@ -197,7 +197,7 @@ def index_differences(agent) -> list[str]:
     import shutil
     import tempfile
 
-    from agentlab.session.tree import tree_of
+    from agentlab.session.duckdb._tree import tree_of
     from agentlab.store.database import Store
 
     index = tree_of(agent.store).fts

@@ -57,7 +57,7 @@ def _folder_state(path: str) -> dict[str, int]:
 
 
 def test_a_reader_beside_a_writer_is_refused_then_uses_the_saved_index(tmp_path, monkeypatch):
-    from agentlab.search import index_state
+    from agentlab.session.duckdb import _index_state as index_state
 
     monkeypatch.setattr(index_state, "PERSIST_MIN_DOCS", 1)
     monkeypatch.setattr(index_state, "FLUSH_DOCS", 40)

@@ -1,6 +1,6 @@
 """Full-text search over the ``messages`` table, kept in segments beside the file so that opening costs nothing.
 
-The truth is each message row's ``search_tokens`` (written by :class:`agentlab.session.tree.MessageTree` in the
+The truth is each message row's ``search_tokens`` (written by :class:`agentlab.session.duckdb._tree.MessageTree` in the
 same statement as the row). This index is derived from them and lives in three places:
 
 * **persisted segments** in the folder of :mod:`agentlab.search.index_files`, memory-mapped, with the documents
@@ -12,7 +12,7 @@ same statement as the row). This index is derived from them and lives in three p
 
 When in-memory documents pass ``FLUSH_DOCS`` (or ``FLUSH_TOKENS`` tokens) they are merged into one persisted
 segment; when there are more than ``MAX_SEGMENTS``, the smallest are merged (the constants are in
-:mod:`agentlab.search.index_state`). Closing the store flushes, checkpoints DuckDB and writes the file's
+:mod:`agentlab.session.duckdb._index_state`). Closing the store flushes, checkpoints DuckDB and writes the file's
 :func:`~agentlab.store.stamp.file_stamp` into the index.
 
 Trust (which index a search may use):
@@ -43,8 +43,8 @@ from typing import Any
 from agentlab.errors import CorruptIndexError, InvalidSearchError
 from agentlab.search.bm25 import FTS5_BM25, BM25Params
 from agentlab.search.fulltext import MODES, Hit, query_phrases, snippet
-from agentlab.search.index_state import IndexState
 from agentlab.search.searcher import as_seqs, search_parts
+from agentlab.session.duckdb._index_state import IndexState
 from agentlab.store.database import Store
 
 __all__ = ["MessageIndex"]
@@ -53,7 +53,7 @@ __all__ = ["MessageIndex"]
 class MessageIndex:
     """Full-text search over the ``messages`` table (see the module docstring), one per store.
 
-    Only :class:`agentlab.session.tree.MessageTree` writes message rows; it calls :meth:`added`,
+    Only :class:`agentlab.session.duckdb._tree.MessageTree` writes message rows; it calls :meth:`added`,
     :meth:`added_table`, :meth:`removed` and :meth:`cleared` inside the write's transaction (or right after an
     autocommitted statement), and the change reaches the index when the write commits. Documents are message ids,
     groups are session ids.

@@ -13,14 +13,13 @@ Invariants: rows are only ever inserted (a session clear deletes them with its m
 from __future__ import annotations
 
 import uuid
-from dataclasses import asdict, dataclass
-from datetime import datetime
 from typing import Any
 
+from agentlab.session.messages import CompactionRecord
 from agentlab.store.clock import clock_of
 from agentlab.store.database import Store
 
-__all__ = ["CompactionRecord", "insert_compaction", "load_compactions", "load_events", "record_event"]
+__all__ = ["insert_compaction", "load_compactions", "load_events", "record_event"]
 
 _COLUMNS = ("seq, id, session_id, summary, from_message_id, to_message_id, leaf_id, messages_covered, "
             "tokens_before, tokens_after, trigger, created_at")
@@ -30,45 +29,6 @@ INSERT INTO compactions ({_COLUMNS})
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now())
 RETURNING {_COLUMNS}
 """
-
-
-@dataclass(frozen=True)
-class CompactionRecord:
-    """One stored overlay.
-
-    Attributes:
-        seq: Position in the agent-wide write order (newest overlay wins by seq).
-        id: Random id; the overlay message reads back as ``"compaction_" + id``.
-        session_id: The session that owns the overlay.
-        summary: The text that replaces the range.
-        from_message_id: First message replaced.
-        to_message_id: Last message replaced (must be on the path being read for the overlay to apply).
-        leaf_id: The leaf whose path was compacted, if known.
-        messages_covered: Stored messages in the range on that path, if known.
-        tokens_before: Session estimate before the compaction, if known.
-        tokens_after: Session estimate right after it, if known.
-        trigger: ``"manual"`` or ``"automatic"``.
-        created_at: When it was stored (UTC).
-    """
-
-    seq: int
-    id: str
-    session_id: str
-    summary: str
-    from_message_id: str
-    to_message_id: str
-    leaf_id: str | None
-    messages_covered: int | None
-    tokens_before: int | None
-    tokens_after: int | None
-    trigger: str
-    created_at: datetime
-
-    def to_dict(self) -> dict[str, Any]:
-        """The record as a plain dict (``created_at`` as an ISO string), e.g. for events and JSON."""
-        data = asdict(self)
-        data["created_at"] = self.created_at.isoformat()
-        return data
 
 
 def load_compactions(store: Store) -> list[CompactionRecord]:

@@ -2,8 +2,8 @@
 
 :class:`DuckDBSessionStorage` satisfies :class:`~agentlab.session.storage.SessionStorage`,
 :class:`~agentlab.session.storage.SearchableStorage` and :class:`~agentlab.session.storage.OutlineStorage` by
-binding a session id to the store's one :class:`~agentlab.session.tree.MessageTree`
-(:func:`~agentlab.session.tree.tree_of`), which keeps the parent map in memory and writes the ``messages`` and
+binding a session id to the store's one :class:`MessageTree`
+(:func:`tree_of`), which keeps the parent map in memory and writes the ``messages`` and
 ``compactions`` tables.
 
 Invariants:
@@ -19,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from agentlab.session.messages import DEFAULT_MAX_DEPTH, UNSET, Appended, RowStat
-from agentlab.session.overlays import CompactionRecord, load_events, record_event
-from agentlab.session.search import SearchHit, search_tree
-from agentlab.session.tree import MessageTree, tree_of
+from agentlab.session.duckdb._compactions_table import load_events, record_event
+from agentlab.session.duckdb._search import search_tree
+from agentlab.session.duckdb._tree import MessageTree, tree_of
+from agentlab.session.messages import DEFAULT_MAX_DEPTH, UNSET, Appended, CompactionRecord, RowStat, SearchHit
 from agentlab.store.database import Store
 
 __all__ = ["DuckDBSessionStorage", "resolve_owner"]

@@ -2,10 +2,10 @@
 
 DuckDB walks recursive CTEs slowly (about 77 ms at depth 10,000), so :class:`TreeIndex` keeps
 ``id -> parent, seq, session`` and the leaves of every session in memory, as a
-:class:`~agentlab.session.row_map.RowMap` loaded once at first use (numpy arrays, so a million rows cost tens of
+:class:`RowMap` loaded once at first use (numpy arrays, so a million rows cost tens of
 megabytes and well under a second to load; roles on first need; children found per call, never a map of them),
 and reads only message contents from DuckDB. The writes that keep it in step with the ``messages`` table are
-:class:`~agentlab.session.tree.MessageTree`'s.
+:class:`MessageTree`'s.
 
 Invariants:
 
@@ -15,7 +15,7 @@ Invariants:
   rows of its own has its fork point as latest leaf.
 * A fork shares its parent's rows up to the fork point (nothing is copied); its path reads through them.
 * A read returns ``json.loads`` of exactly the stored text, so Anthropic thinking blocks and their signatures
-  round-trip unchanged; texts already read are kept in a bounded :class:`~agentlab.session.contents.ContentCache`.
+  round-trip unchanged; texts already read are kept in a bounded :class:`ContentCache`.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentlab.session.contents import ContentCache
-from agentlab.session.messages import DEFAULT_MAX_DEPTH, RowStat
-from agentlab.session.overlays import CompactionRecord, load_compactions
-from agentlab.session.row_map import RowMap
+from agentlab.session.duckdb._compactions_table import load_compactions
+from agentlab.session.duckdb._contents import ContentCache
+from agentlab.session.duckdb._parent_map import RowMap
+from agentlab.session.messages import DEFAULT_MAX_DEPTH, CompactionRecord, RowStat
 from agentlab.store.database import Store
 
 __all__ = ["SEQS_PARAM", "ForkPoint", "TreeIndex"]
@@ -60,8 +60,8 @@ SEQS_PARAM = "SELECT unnest(?::BIGINT[])"
 class TreeIndex:
     """The parent map of every session in one store, in memory, and every read of the tree.
 
-    :class:`~agentlab.session.tree.MessageTree` adds the writes; get the store's one tree with
-    :func:`~agentlab.session.tree.tree_of`.
+    :class:`MessageTree` adds the writes; get the store's one tree with
+    :func:`tree_of`.
 
     Session ids scope every method: a session sees its own rows plus, for a fork, the shared path.
     """
@@ -82,10 +82,10 @@ class TreeIndex:
 
     @property
     def fts(self) -> Any:
-        """The full-text index of message texts (a :class:`~agentlab.search.message_index.MessageIndex`; group:
+        """The full-text index of message texts (a :class:`MessageIndex`; group:
         session id)."""
         if self._fts is None:
-            from agentlab.search.message_index import MessageIndex
+            from agentlab.session.duckdb._message_index import MessageIndex
 
             self._fts = MessageIndex(self.store)
         return self._fts

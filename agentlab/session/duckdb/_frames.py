@@ -2,10 +2,10 @@
 
 Each frame is built from the database: one DuckDB query reads the rows (parts, text and the strings the token
 estimate measures come out of ``json_transform`` and a list lambda), numpy over the Arrow buffers finishes the
-token estimate (:mod:`agentlab.frames.columns`), and numpy computes the tree columns from the parent pointers
-(:mod:`agentlab.frames.tree_columns`). Sessions and agents
-get them as accessors bound by the package (:func:`bound_frame`): ``session.messages_df()`` returns a DataFrame and
-``session.messages_df.arrow()`` the same rows as a pyarrow Table, without a pandas copy.
+token estimate (:mod:`._frame_columns`), and numpy computes the tree columns from the parent pointers
+(:mod:`._tree_columns`). Sessions and agents get them as accessors bound by the package (:func:`bound_frame`):
+``session.messages_df()`` returns a DataFrame and ``session.messages_df.arrow()`` the same rows as a pyarrow
+Table, without a pandas copy.
 
 The module functions (:func:`messages`, :func:`branches`, ...) return Arrow tables and take a
 :class:`~agentlab.session.Session` (that session: its own rows plus, for a fork, the shared path) or an
@@ -22,8 +22,8 @@ from collections.abc import Callable
 from typing import Any
 
 from agentlab.context.tokens import estimate_string_tokens
-from agentlab.frames import columns as core
-from agentlab.frames.tree_columns import View, overlay_tokens, scope, where
+from agentlab.session.duckdb import _frame_columns as core
+from agentlab.session.duckdb._tree_columns import View, overlay_tokens, scope, where
 
 __all__ = ["FRAMES", "blocks", "blocks_history", "bound_frame", "branches", "compactions", "messages", "tokens",
            "tool_calls", "usage"]

@@ -3,7 +3,7 @@
 Every session of an agent stores its messages in the ``messages`` table; a message points at its parent by
 id, so a conversation is a tree and a branch is the path from a root to a leaf. DuckDB walks recursive CTEs
 slowly (about 77 ms at depth 10,000), so :class:`MessageTree` keeps ``id -> parent, seq, session`` and the
-leaves of every session in memory (a :class:`~agentlab.session.row_map.RowMap`: numpy arrays for the rows loaded
+leaves of every session in memory (a :class:`RowMap`: numpy arrays for the rows loaded
 at first use, dicts for the rows written since; roles on first need, children found per call), and reads only
 message contents from DuckDB.
 
@@ -23,12 +23,12 @@ Invariants:
 * Contents are stored as compact JSON (``ensure_ascii=False``), and a read returns ``json.loads`` of exactly
   that text, so Anthropic thinking blocks and their signatures round-trip unchanged.
 * Each row carries its own search tokens (``search_tokens``, ``search_seq``), written by the same statement as
-  the row; the search index (:class:`~agentlab.search.message_index.MessageIndex`, group = session id) takes the
+  the row; the search index (:class:`MessageIndex`, group = session id) takes the
   change when it commits, so a search right after an append finds the message.
 * A single append outside any transaction, in a session without a ``sessions`` row, is one autocommitted
   INSERT: DuckDB makes one statement atomic and durable by itself, and each extra statement in a commit costs
   a large part of a millisecond.
-* Stored texts already read or written are kept in a bounded :class:`~agentlab.session.contents.ContentCache`, so
+* Stored texts already read or written are kept in a bounded :class:`ContentCache`, so
   reading a branch again is one parse without a query; it is emptied with the map.
 """
 
@@ -38,17 +38,18 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from agentlab.errors import ForkedHistoryError, InvalidMessageError, UnknownMessageError
-from agentlab.session.contents import gc_paused
+from agentlab.session.duckdb._compactions_table import insert_compaction
+from agentlab.session.duckdb._contents import gc_paused
+from agentlab.session.duckdb._messages_table import insert_one, insert_rows, search_tokens
+from agentlab.session.duckdb._tree_index import SEQS_PARAM, ForkPoint, TreeIndex
 from agentlab.session.messages import (
     UNSET,
     Appended,
+    CompactionRecord,
     now_iso,
     prepare_message,
     prepare_placed,
 )
-from agentlab.session.overlays import CompactionRecord, insert_compaction
-from agentlab.session.rows import insert_one, insert_rows, search_tokens
-from agentlab.session.tree_index import SEQS_PARAM, ForkPoint, TreeIndex
 from agentlab.store.clock import clock_of
 from agentlab.store.database import Store
 

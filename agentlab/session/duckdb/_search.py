@@ -2,7 +2,7 @@
 
 The index itself (BM25, ``porter unicode61`` tokens, phrase/all/any modes) is
 :class:`agentlab.search.fulltext.FullTextIndex`, namespace ``"messages"``, one group per session, kept current by
-:class:`agentlab.session.tree.MessageTree` in the same transaction as every write. This module scopes a query:
+:class:`agentlab.session.duckdb._tree.MessageTree` in the same transaction as every write. This module scopes a query:
 
 * a session searches its own rows on every branch, plus, for a fork, the shared path up to its fork point;
 * ``branch=<leaf id>`` keeps only messages on the path to that leaf;
@@ -16,55 +16,15 @@ every hit names a message that exists when the hits are returned (the index and 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from agentlab.errors import InvalidSearchError
-from agentlab.search.fulltext import MODES
-from agentlab.session.messages import message_text, parse_rows
+from agentlab.session.messages import SearchHit, check_search, message_text, parse_rows
 
 if TYPE_CHECKING:
-    from agentlab.session.tree import MessageTree
+    from agentlab.session.duckdb._tree import MessageTree
 
-__all__ = ["MODES", "SearchHit", "search_tree"]
+__all__ = ["search_tree"]
 
-
-
-@dataclass(frozen=True)
-class SearchHit:
-    """One message found by a search.
-
-    Attributes:
-        id: The message id.
-        role: Its role.
-        text: Its searchable text (text parts joined by a space).
-        snippet: A short excerpt around the match.
-        score: BM25 relevance, higher is better (comparable within one search only).
-        on_current_branch: Whether it is on the path to its session's latest leaf.
-        session_id: The session storing it.
-        created_at: The message's own ``created_at``.
-    """
-
-    id: str
-    role: str
-    text: str
-    snippet: str
-    score: float
-    on_current_branch: bool
-    session_id: str
-    created_at: str | None = None
-
-
-def _check(query: Any, mode: str, limit: Any) -> bool:
-    if mode not in MODES:
-        raise InvalidSearchError(f"mode must be one of {MODES}, not {mode!r}.")
-    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
-        raise InvalidSearchError(f"limit must be a non-negative int, not {limit!r}.")
-    if query is None:
-        return False
-    if not isinstance(query, str):
-        raise TypeError(f"A search query is a str, not {type(query).__name__}.")
-    return bool(query.strip()) and limit > 0
 
 
 def _collect(fetch: Callable[[int], Sequence[Any]], accept: Callable[[Any], bool], limit: int) -> list[Any]:
@@ -84,7 +44,7 @@ def search_tree(tree: MessageTree, session_id: str | None, query: str, *, mode: 
 
     See :meth:`agentlab.session.Session.search` for the arguments.
     """
-    if not _check(query, mode, limit):
+    if not check_search(query, mode, limit):
         return []
     fts = tree.fts
     store = tree.store

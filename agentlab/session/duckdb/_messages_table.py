@@ -1,6 +1,6 @@
 """How a message becomes a row of ``messages``: the INSERT statements and the columns of a bulk insert.
 
-:class:`agentlab.session.tree.MessageTree` decides what to store; this module says how, so that the statement an
+:class:`agentlab.session.duckdb._tree.MessageTree` decides what to store; this module says how, so that the statement an
 append runs and the Arrow table a bulk import registers are written in one place.
 
 Invariants:

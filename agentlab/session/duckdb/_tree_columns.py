@@ -199,7 +199,9 @@ def overlay_tokens(summary: str) -> int:
 
 def scope(target: Any) -> tuple[Any, Any, str | None]:
     """(store, message tree, session id, or None for every session) of a Session, an Agent or a Store."""
-    from agentlab.session.tree import tree_of  # here, so that importing the Agent class does not load the tree module
+    from agentlab.session.duckdb._tree import (
+        tree_of,  # here, so that importing the Agent class does not load the tree module
+    )
 
     session_id = getattr(target, "session_id", None)
     store = getattr(target, "store", target)

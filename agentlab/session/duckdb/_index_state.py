@@ -1,8 +1,8 @@
 """The state of one store's message index: its parts, how far they are trusted, and how they reach the disk.
 
-See :mod:`agentlab.search.message_index` for the design (persisted segments, in-memory segments per bulk batch,
+See :mod:`agentlab.session.duckdb._message_index` for the design (persisted segments, in-memory segments per bulk batch,
 the buffer of single appends, the stamp written at a clean close, reconciliation with the file); this module
-holds the mechanics, :class:`~agentlab.search.message_index.MessageIndex` the public face.
+holds the mechanics, :class:`MessageIndex` the public face.
 """
 
 from __future__ import annotations

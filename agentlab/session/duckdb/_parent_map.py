@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from agentlab._memory import release_freed_memory
-from agentlab.session.id_hash import hash_column, id_hash
+from agentlab.session.duckdb._id_hash import hash_column, id_hash
 
 __all__ = ["RowMap"]
 

@@ -11,7 +11,7 @@ Invariants:
 
 * It holds only texts that are exactly what the file holds for that seq, and only of rows that parsed to a
   message (so a read made only of cached texts needs no check). It is derived data: losing it loses nothing.
-* :class:`agentlab.session.tree.MessageTree` owns one, changes it inside the write that changes the row, and empties
+* :class:`MessageTree` owns one, changes it inside the write that changes the row, and empties
   it whenever its map goes stale (after a rollback or SQL from outside), so it never outlives a change the
   file does not have. Any change to a stored text, and any deletion, drops every head.
 * Every read returns new objects (the head is loaded, never shared), so callers may change what they get.

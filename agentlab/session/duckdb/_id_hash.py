@@ -1,6 +1,6 @@
 """64-bit FNV-1a hashes of message ids: of one id, and of every id of an Arrow string column at once.
 
-:class:`~agentlab.session.row_map.RowMap` finds a row by its id's hash; both functions give the same number for
+:class:`RowMap` finds a row by its id's hash; both functions give the same number for
 the same UTF-8 bytes, so an id looked up one at a time meets the row hashed in bulk at load.
 """
 
