@@ -28,13 +28,13 @@ def _frame(name: str) -> Any:
 
 
 def _export_agent(agent: Any, path: Any, *, overwrite: bool = False) -> Any:
-    from agentlab.agent.portable import export
+    from agentlab.agent._portable import export
 
     return export(agent, path, overwrite=overwrite)
 
 
 def _show_agent(agent: Any) -> Any:
-    from agentlab.views.dashboard import for_agent
+    from agentlab.views._dashboard import for_agent
 
     return for_agent(agent)
 
@@ -46,7 +46,7 @@ def _plot_results(results: Any, **options: Any) -> Any:
 
 
 def _show_session(session: Any) -> Any:
-    from agentlab.views.dashboard import for_session
+    from agentlab.views._dashboard import for_session
 
     return for_session(session)
 

@@ -1,6 +1,6 @@
 """A Message Batches API for tests: the real ``anthropic`` SDK over ``httpx2.MockTransport``.
 
-:class:`BatchClaude` extends :class:`agentlab.chat.offline.OfflineClaude` (which answers ``POST /v1/messages``) with
+:class:`BatchClaude` extends :class:`agentlab.chat._offline.OfflineClaude` (which answers ``POST /v1/messages``) with
 the batch endpoints, answering with the JSON shapes of the API reference:
 
 * ``POST /v1/messages/batches``: a ``message_batch`` object, ``processing_status: "in_progress"``, every
@@ -26,7 +26,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from agentlab.chat.offline import OfflineClaude
+from agentlab.chat._offline import OfflineClaude
 
 __all__ = ["BatchClaude"]
 

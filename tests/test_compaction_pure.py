@@ -9,7 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentlab.session.compactor import (
+from agentlab.context._tokens import estimate_message_tokens
+from agentlab.errors import CompactionError
+from agentlab.session._compact_function import (
     COMPACTION_PREFIX,
     STUB_RESULT_TEXT,
     align_boundary_backward,
@@ -23,8 +25,6 @@ from agentlab.session.compactor import (
     truncate_older_messages,
     truncate_tool_output,
 )
-from agentlab.errors import CompactionError
-from agentlab.context.tokens import estimate_message_tokens
 
 NOW = "2026-08-21T00:00:00.000Z"
 

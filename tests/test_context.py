@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 from agentlab import Agent, get_agent
-from agentlab.context.blocks import ContextBlocks, ContextConfig
-from agentlab.search.embedders import HashEmbedder
+from agentlab.context._blocks import ContextBlocks, ContextConfig
+from agentlab.context._providers import AgentSkillProvider, FolderSkillProvider
+from agentlab.context._search_providers import VectorSearchProvider
+from agentlab.context._tools import scan_loaded_skills
 from agentlab.errors import (
     BlockBudgetError,
     BlockNotFoundError,
@@ -17,10 +19,8 @@ from agentlab.errors import (
     ContextError,
     ContextProviderError,
 )
-from agentlab.context.providers import AgentSkillProvider, FolderSkillProvider
-from agentlab.context.search_providers import VectorSearchProvider
-from agentlab.session.session import Session
-from agentlab.context.tools import scan_loaded_skills
+from agentlab.search._embedders import HashEmbedder
+from agentlab.session._session import Session
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -6,7 +6,7 @@ import pytest
 from helpers import msg
 
 from agentlab import Agent, Session, get_agent, rpc
-from agentlab.agent.agent import live_agent
+from agentlab.agent._agent import live_agent
 from agentlab.errors import AgentClosedError, AgentDestroyedError, ConnectionClosedError, ReadOnlyAgentError
 from agentlab.serve import AgentClient, start
 

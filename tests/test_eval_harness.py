@@ -17,7 +17,7 @@ from agentlab.eval.embedcache import EmbeddingCache
 from agentlab.eval.records import load_records
 from agentlab.eval.runner import conversation_folds, select_questions
 from agentlab.eval.strategies import BM25, STOP_WORDS, BaseStrategy, Default, Dense, Hybrid, Recency
-from agentlab.search.embedders import HashEmbedder
+from agentlab.search._embedders import HashEmbedder
 
 
 @pytest.fixture(scope="module")

@@ -9,13 +9,13 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from agentlab.agent.agent import Agent, get_agent
-from agentlab.chat.usage import Usage, record_usage
-from agentlab.context.tokens import JS_WHITESPACE, estimate_message_tokens, estimate_string_tokens
+from agentlab.agent._agent import Agent, get_agent
+from agentlab.chat._usage import Usage, record_usage
+from agentlab.context._tokens import JS_WHITESPACE, estimate_message_tokens, estimate_string_tokens
+from agentlab.session._manager import SessionManager
+from agentlab.session._session import Session
 from agentlab.session.duckdb import _frames as frames
 from agentlab.session.duckdb._frame_columns import string_tokens
-from agentlab.session.manager import SessionManager
-from agentlab.session.session import Session
 
 MESSAGE_COLUMNS = ["session_id", "seq", "id", "parent_id", "role", "created_at", "depth", "branch_id", "is_leaf",
                    "on_current_branch", "n_parts", "part_kinds", "text", "tokens", "covered_by_compaction"]

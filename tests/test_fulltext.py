@@ -11,10 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentlab.search.bm25 import FTS5_BM25, OKAPI_BM25, BM25Corpus, fts5_idf
 from agentlab.errors import InvalidSearchError
-from agentlab.search.fulltext import FullTextIndex, Hit, snippet
-from agentlab.store.database import Store
+from agentlab.search._bm25 import FTS5_BM25, OKAPI_BM25, BM25Corpus, fts5_idf
+from agentlab.search._fulltext import FullTextIndex, Hit, snippet
+from agentlab.store._database import Store
 
 
 @pytest.fixture
@@ -308,7 +308,7 @@ class TestBM25Corpus:
 
     def test_okapi_scores_equal_rank_bm25_to_1e9(self):
         rank_bm25 = pytest.importorskip("rank_bm25")
-        from agentlab.search.tokenizer import simple_tokenize
+        from agentlab.search._tokenizer import simple_tokenize
 
         reference = rank_bm25.BM25Okapi([simple_tokenize(t) for t in self.TEXTS])
         corpus = BM25Corpus(self.TEXTS, k1=OKAPI_BM25.k1, b=OKAPI_BM25.b, tokenizer="simple", idf="okapi")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 
 import pytest
+from helpers import msg
 
 from agentlab.errors import (
     AgentlabError,
@@ -13,8 +14,7 @@ from agentlab.errors import (
     UnknownLeafWarning,
     UnknownRoleWarning,
 )
-from agentlab.session.session import Session
-from helpers import msg
+from agentlab.session._session import Session
 
 
 @pytest.fixture

@@ -8,16 +8,16 @@ import json
 import pytest
 
 from agentlab import Agent, get_agent
-from agentlab.search.fulltext import FullTextIndex
-from agentlab.search.postings import arrow_optional_strings
-from agentlab.search.tokenizer import tokenize
+from agentlab.search._fulltext import FullTextIndex
+from agentlab.search._postings import arrow_optional_strings
+from agentlab.search._tokenizer import tokenize
+from agentlab.session._manager import SessionManager
+from agentlab.session._session import Session
 from agentlab.session.duckdb._contents import ContentCache
 from agentlab.session.duckdb._tree import tree_of
-from agentlab.session.manager import SessionManager
-from agentlab.session.session import Session
-from agentlab.store.clock import clock_of
-from agentlab.store.database import Store
-from agentlab.store.migrations import MIGRATIONS
+from agentlab.store._clock import clock_of
+from agentlab.store._database import Store
+from agentlab.store._migrations import MIGRATIONS
 
 
 def msg(mid: str, text: str, role: str = "user", created_at: str = "2026-01-01T00:00:00.000Z") -> dict:

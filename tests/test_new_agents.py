@@ -10,9 +10,13 @@ import pytest
 
 from agentlab import Agent, get_agent
 from agentlab.errors import SqlError
-from agentlab.session.manager import SessionManager
-from agentlab.session.session import Session
-from agentlab.store import agent_path, database, deferred, files, instances
+from agentlab.session._manager import SessionManager
+from agentlab.session._session import Session
+from agentlab.store import _database as database
+from agentlab.store import _deferred as deferred
+from agentlab.store import _files as files
+from agentlab.store import _instances as instances
+from agentlab.store import agent_path
 from tests.helpers import msg
 
 
@@ -172,8 +176,8 @@ class TestANewAgentCommitsOnce:
         assert committed(agent, "SELECT value FROM agent_meta WHERE key = 'class'") == [("v",)]
 
     def test_a_vector_search_opens_its_read_transaction_beside_the_held_name(self):
-        from agentlab.search.embedders import HashEmbedder
-        from agentlab.search.vectors import VectorStore
+        from agentlab.search._embedders import HashEmbedder
+        from agentlab.search._vectors import VectorStore
 
         agent, _ = first_steps()
         assert agent.store.fresh
@@ -274,7 +278,7 @@ class TestReopeningAFileThisProcessClosed:
     def test_other_migrations_are_checked_and_applied(self, tmp_path):
         path = tmp_path / "plain.duckdb"
         database.Store(path).close()
-        from agentlab.store.migrations import MIGRATIONS, Migration
+        from agentlab.store._migrations import MIGRATIONS, Migration
 
         steps = [*MIGRATIONS, Migration("9999_test_extra", lambda conn: conn.execute("CREATE TABLE extra_step (x INT)"))]
         assert instances.ready()

@@ -8,12 +8,12 @@ import os
 import duckdb
 import pytest
 
-from agentlab.agent.agent import Agent, get_agent
+from agentlab.agent._agent import Agent, get_agent
+from agentlab.agent._portable import MANIFEST, export, import_, read_manifest
+from agentlab.chat._usage import Usage, record_usage
 from agentlab.errors import ExportError, ExportMismatchError
-from agentlab.session.manager import SessionManager
-from agentlab.agent.portable import MANIFEST, export, import_, read_manifest
-from agentlab.session.session import Session
-from agentlab.chat.usage import Usage, record_usage
+from agentlab.session._manager import SessionManager
+from agentlab.session._session import Session
 
 
 class Notebook(Agent):

@@ -9,9 +9,7 @@ import numpy as np
 import pytest
 
 from agentlab import Agent, get_agent
-from agentlab.search.embedders import HashEmbedder
-from agentlab.errors import ContextError, EmbedderError, InvalidArgumentError, InvalidSearchError
-from agentlab.context.providers import (
+from agentlab.context._providers import (
     AgentContextProvider,
     AgentSkillProvider,
     FolderSkillProvider,
@@ -21,13 +19,15 @@ from agentlab.context.providers import (
     WritableProvider,
     provider_kind,
 )
-from agentlab.context.search_providers import (
+from agentlab.context._search_providers import (
     EntryHit,
     FullTextSearchProvider,
     HybridSearchProvider,
     VectorSearchProvider,
     format_hits,
 )
+from agentlab.errors import ContextError, EmbedderError, InvalidArgumentError, InvalidSearchError
+from agentlab.search._embedders import HashEmbedder
 
 SKILLS = Path(__file__).parent / "fixtures" / "skills"
 

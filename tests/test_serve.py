@@ -301,7 +301,7 @@ class TestProtocol:
         assert _served(handle, Recorder, "s").state == {"count": 3}
 
     def test_updates_that_queue_up_are_stored_as_one_and_all_reach_the_others_in_order(self, serve, monkeypatch):
-        import agentlab.agent.agent as agent_module
+        import agentlab.agent._agent as agent_module
 
         writes = []
         real = agent_module.write_state_row

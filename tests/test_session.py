@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-
-from agentlab.agent.agent import Agent, get_agent
-from agentlab.errors import UnknownMessageError
-from agentlab.session.session import SearchHit, Session
 from helpers import ids, msg, texts
+
+from agentlab.agent._agent import Agent, get_agent
+from agentlab.errors import UnknownMessageError
+from agentlab.session._session import SearchHit, Session
 
 
 @pytest.fixture

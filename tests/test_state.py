@@ -308,7 +308,7 @@ class TestGroupCommit:
         assert get_agent(Plain, "closing", root=tmp_path).state == {"n": 2}
 
     def test_a_failed_write_is_reported_and_the_state_read_from_the_file_again(self, tmp_path, monkeypatch):
-        import agentlab.agent.agent as agent_module
+        import agentlab.agent._agent as agent_module
 
         agent = get_agent(Plain, "failing", root=tmp_path)
         agent.set_state({"n": 0})

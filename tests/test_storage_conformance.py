@@ -12,8 +12,9 @@ import random
 import warnings
 
 import pytest
+from helpers import ids, msg, texts
 
-from agentlab.context.providers import AgentContextProvider
+from agentlab.context._providers import AgentContextProvider
 from agentlab.errors import (
     ContextError,
     HistoryTooDeepError,
@@ -29,11 +30,10 @@ from agentlab.session import (
     Session,
     SessionStorage,
 )
-from agentlab.session.compactor import create_compact_function
-from agentlab.session.messages import UNSET, Appended
-from agentlab.session.storage import OutlineStorage
-from agentlab.store.database import Store
-from helpers import ids, msg, texts
+from agentlab.session._compact_function import create_compact_function
+from agentlab.session._messages import UNSET, Appended
+from agentlab.session._storage_contract import OutlineStorage
+from agentlab.store._database import Store
 
 KINDS = ["duckdb", "memory"]
 

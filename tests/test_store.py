@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentlab.errors import MigrationError, ReadOnlyAgentError, SqlError
-from agentlab.store.migrations import MIGRATIONS, Migration
-from agentlab.store.naming import MAX_NAME_LENGTH, agent_path
-from agentlab.store.database import Store
+from agentlab.store._database import Store
+from agentlab.store._migrations import MIGRATIONS, Migration
+from agentlab.store._naming import MAX_NAME_LENGTH, agent_path
 
 
 def _create_a(conn):

@@ -7,7 +7,6 @@ import pytest
 
 from agentlab.eval.datasets import load_bundled
 from agentlab.eval.embedcache import EmbeddingCache
-from agentlab.search.embedders import HashEmbedder
 from agentlab.eval.strategies import (
     BM25,
     STOP_WORDS,
@@ -21,7 +20,8 @@ from agentlab.eval.strategies import (
     make_strategy,
     strip_question,
 )
-from agentlab.search.tokenizer import simple_tokenize
+from agentlab.search._embedders import HashEmbedder
+from agentlab.search._tokenizer import simple_tokenize
 
 
 @pytest.fixture(scope="module")

@@ -15,10 +15,10 @@ from agentlab.errors import (
     UnknownLeafWarning,
     UnknownMessageError,
 )
+from agentlab.session._messages import UNSET, Appended, RowStat
+from agentlab.session._session import Session
 from agentlab.session.duckdb._tree import tree_of
-from agentlab.session.messages import UNSET, Appended, RowStat
-from agentlab.session.session import Session
-from agentlab.store.database import Store
+from agentlab.store._database import Store
 
 
 def msg(mid: str, text: str | None = None, role: str = "user") -> dict:

@@ -7,11 +7,11 @@ import random
 import numpy as np
 import pytest
 
-from agentlab.search.embedders import HashEmbedder, MiniLMEmbedder
 from agentlab.errors import EmbedderError, InvalidArgumentError, ReadOnlyAgentError, StoreInUseError
-from agentlab.store.database import Store
-from agentlab.search.faiss_index import vector_indexes as _caches
-from agentlab.search.vectors import VectorEntry, VectorHit, VectorStore, content_hash, drop_namespace
+from agentlab.search._embedders import HashEmbedder, MiniLMEmbedder
+from agentlab.search._faiss_index import vector_indexes as _caches
+from agentlab.search._vectors import VectorEntry, VectorHit, VectorStore, content_hash, drop_namespace
+from agentlab.store._database import Store
 
 FACTS = [
     ("pet", "Melanie adopted a puppy last spring", {"speaker": "Melanie"}),

@@ -195,8 +195,8 @@ class TestMessageParts:
 
 # --- sessions -------------------------------------------------------------------------------------
 
-from agentlab.session.manager import SessionManager  # noqa: E402
-from agentlab.session.session import Session  # noqa: E402
+from agentlab.session._manager import SessionManager  # noqa: E402
+from agentlab.session._session import Session  # noqa: E402
 
 
 class Quiet(Agent):

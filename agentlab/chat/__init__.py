@@ -1,11 +1,11 @@
 """The chat layer: ChatAgent runs Claude turns (the ``anthropic`` SDK) over a session, with tools, prompt caching,
 usage per call, summarizers for compaction, an offline stand-in for the API and a terminal chat."""
 
-from agentlab.chat.agent import ChatAgent, Tool, ToolCall, Turn
-from agentlab.chat.offline import OfflineClaude
-from agentlab.chat.settings import ChatSettings
-from agentlab.chat.summarizers import ClaudeSummarizer, ExtractiveSummarizer
-from agentlab.chat.usage import Usage
+from agentlab.chat._chat_agent import ChatAgent, Tool, ToolCall, Turn
+from agentlab.chat._offline import OfflineClaude
+from agentlab.chat._settings import ChatSettings
+from agentlab.chat._summarizers import ClaudeSummarizer, ExtractiveSummarizer
+from agentlab.chat._usage import Usage
 
 __all__ = [
     "ChatAgent",

@@ -1,10 +1,10 @@
 """The context layer: labelled blocks rendered into the system prompt, their providers, and the tools that let
 the model read and write them. Token estimates (upstream's heuristic) live here too."""
 
-from agentlab.context.blocks import ContextBlocks, ContextConfig
-from agentlab.context.history import BlockWrite, block_history, writing_as
-from agentlab.context.prompt import ContextBlock, render_prompt
-from agentlab.context.providers import (
+from agentlab.context._block_history import BlockWrite, block_history, writing_as
+from agentlab.context._blocks import ContextBlocks, ContextConfig
+from agentlab.context._prompt import ContextBlock, render_prompt
+from agentlab.context._providers import (
     AgentContextProvider,
     AgentSkillProvider,
     FolderSkillProvider,
@@ -13,13 +13,13 @@ from agentlab.context.providers import (
     SkillProvider,
     WritableProvider,
 )
-from agentlab.context.search_providers import (
+from agentlab.context._search_providers import (
     EntryHit,
     FullTextSearchProvider,
     HybridSearchProvider,
     VectorSearchProvider,
 )
-from agentlab.context.tokens import estimate_message_tokens, estimate_string_tokens
+from agentlab.context._tokens import estimate_message_tokens, estimate_string_tokens
 
 __all__ = [
     "AgentContextProvider",

@@ -4,7 +4,7 @@ Reads through the public APIs of the layers below; never writes.
 """
 
 from agentlab.frames import plot
-from agentlab.frames.multi import MultiAgent, open_many
+from agentlab.frames._multi import MultiAgent, open_many
 from agentlab.session.duckdb._frames import (
     blocks,
     blocks_history,

@@ -4,11 +4,11 @@ Everything above reads and writes an agent's data through a :class:`Store`; noth
 sessions or search.
 """
 
-from agentlab.store.clock import SeqClock, clock_of
-from agentlab.store.database import MEMORY, Store
-from agentlab.store.health import StoreHealth
-from agentlab.store.migrations import MIGRATIONS, Migration
-from agentlab.store.naming import agent_path, file_name_for, kebab_case, resolve_root, validate_name
+from agentlab.store._clock import SeqClock, clock_of
+from agentlab.store._database import MEMORY, Store
+from agentlab.store._health import StoreHealth
+from agentlab.store._migrations import MIGRATIONS, Migration
+from agentlab.store._naming import agent_path, file_name_for, kebab_case, resolve_root, validate_name
 
 __all__ = [
     "MEMORY",

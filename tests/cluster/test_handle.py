@@ -13,7 +13,7 @@ import pytest
 from cluster_agents import Assistant, Notes, OtherNotes
 
 from agentlab import Agent, get_agent
-from agentlab.cluster.simulation import CompactionPolicy
+from agentlab.cluster._simulation import CompactionPolicy
 from agentlab.errors import (
     AgentClassConflictError,
     AgentClosedError,

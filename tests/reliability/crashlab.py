@@ -22,7 +22,7 @@ from pathlib import Path
 CHILD = r'''
 import sys
 from agentlab import Agent, get_agent
-from agentlab.session.session import Session
+from agentlab.session._session import Session
 
 class CrashAgent(Agent):
     initial_state = {"n": -1}
@@ -137,7 +137,7 @@ def _run_child(root: Path, scenario: str, start: int, rng: random.Random) -> lis
 def check_after_crash(root: Path, scenario: str, acks: list[str]) -> TrialResult:
     """Reopen the agent in this process and check every acknowledged write and the file's consistency."""
     from agentlab import Agent, get_agent
-    from agentlab.session.session import Session
+    from agentlab.session._session import Session
 
     class CrashAgent(Agent):
         initial_state = {"n": -1}
@@ -198,7 +198,7 @@ def index_differences(agent) -> list[str]:
     import tempfile
 
     from agentlab.session.duckdb._tree import tree_of
-    from agentlab.store.database import Store
+    from agentlab.store._database import Store
 
     index = tree_of(agent.store).fts
     queries = ["crash", "bulk", "note", "fixed", "w1", "w7 crash", "about crash"]

@@ -24,9 +24,9 @@ import duckdb
 
 from agentlab import Agent, get_agent
 from agentlab.errors import AgentFileError, CheckpointWarning, DiskFullError
-from agentlab.store.naming import agent_path
-from agentlab.session.session import Session
-from agentlab.store.database import Store
+from agentlab.session._session import Session
+from agentlab.store._database import Store
+from agentlab.store._naming import agent_path
 
 BAD_KINDS = ("empty", "garbage", "text", "parquet", "sqlite", "truncated", "foreign", "damaged-log", "foreign-log")
 
@@ -161,7 +161,7 @@ _LOGGED_WRITER = textwrap.dedent(
     """
     import os, signal, sys
     from agentlab import Agent, get_agent
-    from agentlab.session.session import Session
+    from agentlab.session._session import Session
 
     class Owner(Agent):
         initial_state = {"n": 0}

@@ -11,8 +11,8 @@ import textwrap
 import pytest
 
 from agentlab import Agent, get_agent
-from agentlab.search.index_files import index_folder
-from agentlab.session.session import Session
+from agentlab.search._index_files import index_folder
+from agentlab.session._session import Session
 
 pytestmark = pytest.mark.slow
 
@@ -22,7 +22,7 @@ READER = textwrap.dedent(
     from agentlab import Agent, get_agent
     from agentlab.errors import AgentLockedError
     from agentlab.search import index_state
-    from agentlab.session.session import Session
+    from agentlab.session._session import Session
 
     class Notes(Agent):
         pass

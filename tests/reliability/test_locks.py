@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from agentlab import Agent, create_compact_function, get_agent
-from agentlab.session.session import Session
+from agentlab.session._session import Session
 
 
 class Busy(Agent):

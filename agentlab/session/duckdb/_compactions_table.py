@@ -1,7 +1,7 @@
 """Stored compaction overlays and compaction events, as rows and small records.
 
 An overlay says "read the messages ``from_message_id .. to_message_id`` of a path as this summary"; it is applied
-on every read by :func:`agentlab.session.compactor.apply_compactions` and never changes the messages themselves. Each
+on every read by :func:`agentlab.session.apply_compactions` and never changes the messages themselves. Each
 row also records what the compaction did (range size, token estimates before and after, trigger, leaf), for
 exports and widgets. A compaction *event* records a run that stored nothing: the summarize function raised
 (``"error"``) or there was nothing to compact (``"noop"``).
@@ -15,9 +15,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from agentlab.session.messages import CompactionRecord
-from agentlab.store.clock import clock_of
-from agentlab.store.database import Store
+from agentlab.session._messages import CompactionRecord
+from agentlab.store._clock import clock_of
+from agentlab.store._database import Store
 
 __all__ = ["insert_compaction", "load_compactions", "load_events", "record_event"]
 

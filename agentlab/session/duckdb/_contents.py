@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from agentlab.session.messages import keep_messages
+from agentlab.session._messages import keep_messages
 
 __all__ = ["CONTENT_CACHE_CHARS", "ContentCache", "gc_paused"]
 

@@ -10,10 +10,10 @@ Each job is done where it is cheapest:
   (:func:`string_tokens`): DuckDB's regular expressions, and even Arrow's whitespace splitting, cost several times
   more CPU on long texts (measured here over 100,000 texts: 5.7 s of CPU for DuckDB's astral-character count).
   Strings holding a non-ASCII JavaScript space, and messages whose JSON numbers or keys DuckDB prints differently
-  from ``JSON.stringify``, fall back to :mod:`agentlab.context.tokens`.
+  from ``JSON.stringify``, fall back to :mod:`agentlab.context._tokens`.
 
 Invariant: the ``tokens`` column of :func:`part_columns` equals
-:func:`agentlab.context.tokens.estimate_message_tokens` of each message exactly (the tests compare them on random
+:func:`agentlab.context.estimate_message_tokens` of each message exactly (the tests compare them on random
 text, every JavaScript space and the JSON number forms).
 """
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agentlab.context.tokens import estimate_message_tokens, estimate_string_tokens
+from agentlab.context._tokens import estimate_message_tokens, estimate_string_tokens
 
 # Fields of a part that the estimate or the text column read, all as VARCHAR: json_transform then gives a string
 # value unquoted and any other value as its JSON text, which is exactly what estimate_value_tokens measures.
@@ -114,13 +114,13 @@ def string_tokens(values: Any) -> Any:
     UTF-16 length = code points (bytes that are not continuation bytes) plus one per 4-byte character; words =
     non-space bytes that follow a space or start the string, spaces being JavaScript's ASCII whitespace. The rare
     strings holding a non-ASCII JavaScript space are estimated by
-    :func:`agentlab.context.tokens.estimate_string_tokens`.
+    :func:`agentlab.context.estimate_string_tokens`.
 
     Args:
         values: A ``pyarrow`` string array (nulls count 0).
 
     Returns:
-        A numpy int64 array, equal element by element to :func:`agentlab.context.tokens.estimate_string_tokens`.
+        A numpy int64 array, equal element by element to :func:`agentlab.context.estimate_string_tokens`.
     """
     import numpy as np
     import pyarrow as pa

@@ -11,7 +11,7 @@ The module functions (:func:`messages`, :func:`branches`, ...) return Arrow tabl
 :class:`~agentlab.session.Session` (that session: its own rows plus, for a fork, the shared path) or an
 :class:`~agentlab.agent.Agent` / :class:`~agentlab.store.Store` (every session, each row seen from its own session).
 
-Invariants: frames never write; the token columns equal :func:`agentlab.context.tokens.estimate_message_tokens` of the
+Invariants: frames never write; the token columns equal :func:`agentlab.context.estimate_message_tokens` of the
 messages exactly; ``covered_by_compaction`` and the branch token estimates follow upstream's overlay rule
 (on the current branch as the session reads it, elsewhere along the message's own branch).
 """
@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from agentlab.context.tokens import estimate_string_tokens
+from agentlab.context._tokens import estimate_string_tokens
 from agentlab.session.duckdb import _frame_columns as core
 from agentlab.session.duckdb._tree_columns import View, overlay_tokens, scope, where
 
@@ -254,7 +254,7 @@ def blocks(target: Any) -> Any:
     """
     import pyarrow as pa
 
-    from agentlab.context.providers import provider_kind
+    from agentlab.context._providers import provider_kind
 
     context = getattr(target, "context", None) if hasattr(type(target), "context") else None
     rows: list[dict[str, Any]] = []
@@ -308,7 +308,7 @@ def blocks(target: Any) -> Any:
 
 def _stored_key(provider: Any, kind: str | None) -> dict[str, str | None]:
     # Where a block stored in the agent keeps its row: (session id, label), and the legacy name it may read.
-    from agentlab.context.providers import legacy_block_name
+    from agentlab.context._providers import legacy_block_name
 
     key = None
     if kind == "writable":

@@ -3,17 +3,17 @@
 The truth is each message row's ``search_tokens`` (written by :class:`agentlab.session.duckdb._tree.MessageTree` in the
 same statement as the row). This index is derived from them and lives in three places:
 
-* **persisted segments** in the folder of :mod:`agentlab.search.index_files`, memory-mapped, with the documents
+* **persisted segments** in the folder of :mod:`agentlab.search._index_files`, memory-mapped, with the documents
   deleted since each was written;
 * **in-memory segments** built from bulk import batches: once ``BUILD_DOCS`` documents have been written in bulk,
   they are built into a segment on the process's builder thread while the caller goes on (its next batch is
   tokenized and written meanwhile); anything that reads the index, and the flush, waits for those builds first;
-* **the buffer** of single appends (:class:`~agentlab.search.searcher.BufferPart`).
+* **the buffer** of single appends (:class:`~agentlab.search._searcher.BufferPart`).
 
 When in-memory documents pass ``FLUSH_DOCS`` (or ``FLUSH_TOKENS`` tokens) they are merged into one persisted
 segment; when there are more than ``MAX_SEGMENTS``, the smallest are merged (the constants are in
 :mod:`agentlab.session.duckdb._index_state`). Closing the store flushes, checkpoints DuckDB and writes the file's
-:func:`~agentlab.store.stamp.file_stamp` into the index.
+:func:`~agentlab.store._stamp.file_stamp` into the index.
 
 Trust (which index a search may use):
 
@@ -41,11 +41,11 @@ from collections.abc import Collection, Iterable
 from typing import Any
 
 from agentlab.errors import CorruptIndexError, InvalidSearchError
-from agentlab.search.bm25 import FTS5_BM25, BM25Params
-from agentlab.search.fulltext import MODES, Hit, query_phrases, snippet
-from agentlab.search.searcher import as_seqs, search_parts
+from agentlab.search._bm25 import FTS5_BM25, BM25Params
+from agentlab.search._fulltext import MODES, Hit, query_phrases, snippet
+from agentlab.search._searcher import as_seqs, search_parts
 from agentlab.session.duckdb._index_state import IndexState
-from agentlab.store.database import Store
+from agentlab.store._database import Store
 
 __all__ = ["MessageIndex"]
 
@@ -131,7 +131,7 @@ class MessageIndex:
         return [Hit(doc_id, score, group, content, seq) for doc_id, score, group, content, seq in found]
 
     def snippet(self, text: str, query: str, width: int = 160) -> str:
-        """:func:`~agentlab.search.fulltext.snippet` (here so callers holding an index need no other import)."""
+        """:func:`~agentlab.search._fulltext.snippet` (here so callers holding an index need no other import)."""
         return snippet(text, query, width=width)
 
     def count(self, group: str | None = None) -> int:

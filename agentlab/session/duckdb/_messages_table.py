@@ -5,9 +5,9 @@ append runs and the Arrow table a bulk import registers are written in one place
 
 Invariants:
 
-* A row's ``search_tokens`` are the stemmed tokens of :func:`agentlab.session.messages.message_text` joined by single
+* A row's ``search_tokens`` are the stemmed tokens of :func:`agentlab.session._messages.message_text` joined by single
   spaces ('' for text without tokens, NULL for no text), and ``search_seq`` is its seq (NULL when not
-  indexed): what :class:`agentlab.search.fulltext.MessageIndex` reads back.
+  indexed): what :class:`agentlab.search._fulltext.MessageIndex` reads back.
 * ``created_at`` is the time DuckDB reads from the message's own ``created_at`` text, else the time it was
   stored. Plain ISO 8601 times with a zone are parsed here (both readers agree on them, and the cast costs
   about 0.2 ms to plan); any other text is left to DuckDB's ``TRY_CAST``, in single and bulk inserts alike.
@@ -19,10 +19,10 @@ import re
 from datetime import datetime
 from typing import Any
 
-from agentlab.search.postings import arrow_ints, arrow_optional_strings, arrow_strings
-from agentlab.search.token_arrays import token_array
-from agentlab.search.tokenizer import tokenize
-from agentlab.session.messages import message_text
+from agentlab.search._postings import arrow_ints, arrow_optional_strings, arrow_strings
+from agentlab.search._token_arrays import token_array
+from agentlab.search._tokenizer import tokenize
+from agentlab.session._messages import message_text
 
 __all__ = ["insert_one", "insert_rows", "plain_time", "search_tokens"]
 

@@ -36,7 +36,7 @@ _LOAD = "SELECT seq, id, parent_id, session_id FROM messages"
 
 
 def _ints(array: Any, dtype: Any) -> np.ndarray:
-    from agentlab.search.postings import numpy_ints
+    from agentlab.search._postings import numpy_ints
 
     return numpy_ints(array).astype(dtype, copy=False)
 
@@ -88,12 +88,12 @@ class RowMap:
         n = table.num_rows
         if not n:
             return self
-        from agentlab.search.segment import utf8_buffers
+        from agentlab.search._segment import utf8_buffers
 
         seq = _ints(table.column("seq"), np.int64)
         if n > 1 and not bool(np.all(seq[1:] > seq[:-1])):  # written out of order (SQL from outside)
             order = np.argsort(seq, kind="stable")
-            from agentlab.search.postings import arrow_ints
+            from agentlab.search._postings import arrow_ints
 
             table = table.take(arrow_ints(order))
             seq = seq[order]

@@ -1,7 +1,7 @@
 """Search over messages: which messages a session may find, on top of the agent's full-text index.
 
 The index itself (BM25, ``porter unicode61`` tokens, phrase/all/any modes) is
-:class:`agentlab.search.fulltext.FullTextIndex`, namespace ``"messages"``, one group per session, kept current by
+:class:`agentlab.search.FullTextIndex`, namespace ``"messages"``, one group per session, kept current by
 :class:`agentlab.session.duckdb._tree.MessageTree` in the same transaction as every write. This module scopes a query:
 
 * a session searches its own rows on every branch, plus, for a fork, the shared path up to its fork point;
@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from agentlab.session.messages import SearchHit, check_search, message_text, parse_rows
+from agentlab.session._messages import SearchHit, check_search, message_text, parse_rows
 
 if TYPE_CHECKING:
     from agentlab.session.duckdb._tree import MessageTree

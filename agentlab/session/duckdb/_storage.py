@@ -1,7 +1,7 @@
 """The default session storage: one session's view of the agent's message tree in its DuckDB file.
 
-:class:`DuckDBSessionStorage` satisfies :class:`~agentlab.session.storage.SessionStorage`,
-:class:`~agentlab.session.storage.SearchableStorage` and :class:`~agentlab.session.storage.OutlineStorage` by
+:class:`DuckDBSessionStorage` satisfies :class:`~agentlab.session.SessionStorage`,
+:class:`~agentlab.session.SearchableStorage` and :class:`~agentlab.session.OutlineStorage` by
 binding a session id to the store's one :class:`MessageTree`
 (:func:`tree_of`), which keeps the parent map in memory and writes the ``messages`` and
 ``compactions`` tables.
@@ -19,11 +19,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from agentlab.session._messages import DEFAULT_MAX_DEPTH, UNSET, Appended, CompactionRecord, RowStat, SearchHit
 from agentlab.session.duckdb._compactions_table import load_events, record_event
 from agentlab.session.duckdb._search import search_tree
 from agentlab.session.duckdb._tree import MessageTree, tree_of
-from agentlab.session.messages import DEFAULT_MAX_DEPTH, UNSET, Appended, CompactionRecord, RowStat, SearchHit
-from agentlab.store.database import Store
+from agentlab.store._database import Store
 
 __all__ = ["DuckDBSessionStorage", "resolve_owner"]
 
@@ -148,7 +148,7 @@ def resolve_owner(owner: Any, session_id: str) -> tuple[Any, Store | None, Any]:
         TypeError: ``owner`` is none of these.
         ValueError: A storage of another session than ``session_id``.
     """
-    from agentlab.session.storage import SessionStorage
+    from agentlab.session._storage_contract import SessionStorage
 
     if isinstance(owner, Store):
         return None, owner, DuckDBSessionStorage(owner, session_id)

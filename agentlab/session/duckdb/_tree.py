@@ -14,7 +14,7 @@ Invariants:
 * The map is updated inside the write's transaction, right after its SQL succeeds, so later reads in the
   same transaction see the write. A rollback marks the whole map stale; it is reloaded from the file on the
   next use, so the map never holds a change the file does not have.
-* ``seq`` comes from the store's :class:`~agentlab.store.clock.SeqClock` and only grows: ties are broken by seq, never
+* ``seq`` comes from the store's :class:`~agentlab.store.SeqClock` and only grows: ties are broken by seq, never
   by time.
 * The latest leaf of a session is its newest (by seq) row with no child in the same session; a fork
   with no rows of its own has its fork point as latest leaf.
@@ -38,11 +38,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from agentlab.errors import ForkedHistoryError, InvalidMessageError, UnknownMessageError
-from agentlab.session.duckdb._compactions_table import insert_compaction
-from agentlab.session.duckdb._contents import gc_paused
-from agentlab.session.duckdb._messages_table import insert_one, insert_rows, search_tokens
-from agentlab.session.duckdb._tree_index import SEQS_PARAM, ForkPoint, TreeIndex
-from agentlab.session.messages import (
+from agentlab.session._messages import (
     UNSET,
     Appended,
     CompactionRecord,
@@ -50,8 +46,12 @@ from agentlab.session.messages import (
     prepare_message,
     prepare_placed,
 )
-from agentlab.store.clock import clock_of
-from agentlab.store.database import Store
+from agentlab.session.duckdb._compactions_table import insert_compaction
+from agentlab.session.duckdb._contents import gc_paused
+from agentlab.session.duckdb._messages_table import insert_one, insert_rows, search_tokens
+from agentlab.session.duckdb._tree_index import SEQS_PARAM, ForkPoint, TreeIndex
+from agentlab.store._clock import clock_of
+from agentlab.store._database import Store
 
 __all__ = ["ForkPoint", "MessageTree", "tree_of"]
 

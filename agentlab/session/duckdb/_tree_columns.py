@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from agentlab.context.tokens import estimate_string_tokens
-from agentlab.session.messages import DEFAULT_MAX_DEPTH
+from agentlab.context._tokens import estimate_string_tokens
+from agentlab.session._messages import DEFAULT_MAX_DEPTH
 
 
 def _jump(parent: Any, values: Any, combine: Any) -> Any:

@@ -25,11 +25,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agentlab.session._messages import DEFAULT_MAX_DEPTH, CompactionRecord, RowStat
 from agentlab.session.duckdb._compactions_table import load_compactions
 from agentlab.session.duckdb._contents import ContentCache
 from agentlab.session.duckdb._parent_map import RowMap
-from agentlab.session.messages import DEFAULT_MAX_DEPTH, CompactionRecord, RowStat
-from agentlab.store.database import Store
+from agentlab.store._database import Store
 
 __all__ = ["SEQS_PARAM", "ForkPoint", "TreeIndex"]
 
