@@ -45,7 +45,7 @@ from agentlab.errors import AgentLockedError, ExportDiskFullError, ExportError, 
 from agentlab.store._database import Store
 from agentlab.store._files import remove_database_files
 from agentlab.store._fsync import fsync_dir, fsync_file
-from agentlab.store._migrations import MIGRATIONS
+from agentlab.store._migrations import MIGRATIONS, adopt_old_message_postings
 from agentlab.store._naming import agent_path, kebab_case, resolve_root, validate_name
 from agentlab.store._quoting import sql_ident, sql_literal
 
@@ -442,23 +442,11 @@ def _restore(store: Store, folder: Path, manifest: dict[str, Any], name: str, cl
             if manifest.get("class") not in (None, class_name):
                 conn.execute("UPDATE agent_meta SET value = ? WHERE key = 'class'", [class_name])
             if "m060_message_search" not in manifest.get("migrations", []):
-                _adopt_old_message_postings(conn)
+                adopt_old_message_postings(conn)
             _advance_sequences(conn, manifest.get("sequences", {}))
         store.execute("CHECKPOINT")  # write everything into the file now, where a full disk is reported
     finally:
         store.close()
-
-def _adopt_old_message_postings(conn: Any) -> None:
-    # An export from before m060 kept message postings in fulltext_docs; since m060 they live in the rows.
-    conn.execute(
-        """
-        UPDATE messages SET search_tokens = d.tokens, search_seq = messages.seq
-        FROM fulltext_docs AS d
-        WHERE d.namespace = 'messages' AND d.doc_id = messages.id AND messages.search_tokens IS NULL
-        """
-    )
-    conn.execute("DELETE FROM fulltext_docs WHERE namespace = 'messages'")
-
 
 def _advance_sequences(conn: Any, wanted: dict[str, Any]) -> None:
     # DuckDB cannot restart a sequence that a column default uses, so it is moved forward with nextval().

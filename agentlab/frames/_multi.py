@@ -288,27 +288,17 @@ class MultiAgent:
         ``session.messages_df()`` for those.
         """
         from agentlab.session.duckdb import _frame_columns as core
+        from agentlab.session.duckdb import _messages_table as messages_table
 
         if "messages" not in self.tables:
             raise ExportError("None of the attached files has a messages table.")
-        sql = f"""
-            WITH m AS (
-                SELECT agent, agent_class, _alias, session_id, seq, id, parent_id, role, created_at, content,
-                       json_transform(content, '{core.PARTS_SCHEMA}').parts AS parts
-                FROM messages
-            )
-            SELECT agent, agent_class, _alias, session_id, seq, id, parent_id, role, created_at,
-                   {core.PARTS} AS _parts, {core.TEXT_NULL} AS _text_null
-            FROM m ORDER BY agent, _alias, seq
-        """
         with self._lock:
-            table = self.sql.arrow(sql)
+            table = self.sql.arrow(messages_table.MANY_MESSAGES_FRAME)
             aliases, seqs = table.column("_alias"), table.column("seq")
 
             def contents(rows: list[int]) -> list[str]:
-                return [self._connection().execute(
-                    "SELECT content FROM messages WHERE _alias = ? AND seq = ?",
-                    [aliases[i].as_py(), seqs[i].as_py()]).fetchone()[0] for i in rows]
+                return [messages_table.content_in(self._connection(), aliases[i].as_py(), seqs[i].as_py())
+                        for i in rows]
 
             columns = core.part_columns(table.column("_parts"), table.column("_text_null"), contents)
         table = table.drop_columns(["_alias", "_parts", "_text_null"])

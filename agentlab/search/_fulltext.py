@@ -1,29 +1,29 @@
 """Full-text search over DuckDB: SQLite FTS5 semantics (``porter unicode61`` + ``bm25()``), no extension.
 
-A :class:`FullTextIndex` is one *namespace* (upstream: one FTS5 table, e.g. all messages of an
-agent); a document has an id, a text and a *group* (e.g. its session id) to filter on.
+A :class:`FullTextIndex` is one *namespace* (upstream: one FTS5 table); a document has an id, a text and a
+*group* (any label the caller filters on).
 
 Storage and caching:
 
 * The truth is one row per document in ``fulltext_docs`` (migration ``m010_fulltext``): its stemmed
   tokens, length and an insertion ``seq``. :meth:`FullTextIndex.index` writes that row in the
-  caller's transaction, so a message and its index row commit or roll back together.
+  caller's transaction, so a caller's row and its index row commit or roll back together.
 * Searching runs on an in-memory positional inverted index (:mod:`agentlab.search._postings`), built from
   those rows on first use and shared by every :class:`FullTextIndex` of the same store and namespace.
   It is changed only by ``Store.after_commit`` callbacks, so it never holds an uncommitted change.
   Consequence: a search inside an open transaction does not see that transaction's own writes.
 * One :class:`agentlab.store.Store` per file per process (as the agent registry guarantees);
   ``fulltext_docs`` is private to this module.
-* Messages are the exception (:class:`agentlab.session.duckdb._message_index.MessageIndex`): their tokens live in the
-  ``messages`` row itself (migration ``m060_message_search``), written in the same INSERT as the message, and
-  their index is kept in segments beside the file; it shares this module's query semantics and scores.
+* A caller that keeps the tokens in its own rows builds on the same engine instead: segments
+  (:mod:`agentlab.search._segment`, persisted by :mod:`agentlab.search._index_files`) searched with
+  :func:`agentlab.search._searcher.search_parts`, with this module's query semantics and scores.
 
 Query semantics , for ``mode``:
 
-* ``"phrase"``: the whole query is one FTS5 phrase, its tokens adjacent and in order
-  (``Session.search``, which quotes the query).
+* ``"phrase"``: the whole query is one FTS5 phrase, its tokens adjacent and in order (upstream quotes the
+  whole query).
 * ``"all"``: every whitespace-separated word must match; a word that tokenizes to several tokens
-  ("state-of-the-art") is a phrase, as when upstream quotes each word (``SessionManager.search``).
+  ("state-of-the-art") is a phrase, as when upstream quotes each word.
 * ``"any"``: at least one word matches, ranked (FTS5 ``OR`` of the quoted words).
 
 Scores are FTS5's ``bm25()`` negated (higher is better, see :mod:`agentlab.search._bm25`), with N, document
@@ -239,8 +239,7 @@ class FullTextIndex(_SearchView):
 
     Args:
         store: The open store (its schema includes ``m010_fulltext``).
-        namespace: Which index, e.g. ``"knowledge"`` (messages have their own,
-            :class:`~agentlab.session.duckdb._message_index.MessageIndex`).
+        namespace: Which index, e.g. ``"knowledge"``.
         params: The BM25 constants (default :data:`agentlab.search._bm25.FTS5_BM25`).
 
     Example:
@@ -280,7 +279,7 @@ class FullTextIndex(_SearchView):
         Args:
             doc_id: The document's id in this namespace.
             text: Its text.
-            group: A filter value (e.g. the session id).
+            group: A filter value (any label the caller searches within).
         """
         _check_row(doc_id, text, group)
         tokens = tokenize(text)

@@ -10,7 +10,7 @@ Invariants:
   flush, rename, flush the folder). A process killed at any point leaves either the old or the new
   ``meta.json``, each naming complete files; files no ``meta.json`` names are removed by the next writer.
 * ``meta.json`` carries ``stamp``: the :func:`~agentlab.store._stamp.file_stamp` of the DuckDB file when the index
-  was last made to cover exactly its committed messages (at a clean close), or null. A reader may trust the index
+  was last made to cover exactly its committed documents (at a clean close), or null. A reader may trust the index
   without checking it against the file only when that stamp equals the file's stamp at open.
 * A missing, unreadable or foreign ``meta.json`` (another format version) reads as no index.
 """

@@ -7,7 +7,7 @@ fusion and with each other; the items a re-ranker reorders get scores above ever
   items, repeatedly take the one maximising ``(1 - lam) * relevance - lam * max similarity to those taken``,
   relevance being the min-max scaled score.
 * :func:`diversify_groups` is the same greedy walk with a cheaper notion of redundancy: an item loses ``penalty``
-  for each item of its group (for example its session) already taken.
+  for each item of its group already taken.
 * :func:`neighbour_boost` lets an item borrow from its neighbours in the same group: it gains ``weight`` times the
   better of the previous and next item's score.
 

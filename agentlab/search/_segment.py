@@ -7,10 +7,10 @@ A segment holds documents numbered 0 .. n - 1 (its *docnums*). For every term id
 ``term_pos_start`` the same for ``positions``; a segment covers the term ids below its ``n_terms`` (terms added
 to the :class:`~agentlab.search._lexicon.Lexicon` later have no postings in it).
 
-Per document: ``doc_seq`` (the message row's seq), ``doc_search_seq`` (the indexed version; ties in ranking go to
-the smaller), ``doc_len`` (tokens), ``doc_group`` (an index into the segment's ``groups``), ``doc_hash`` (DuckDB's
-``hash(id, session_id, search_tokens, content)`` of the row it was built from, to check the index against the
-file), the document id and the row's stored content (UTF-8 with offsets): a hit is returned with its message
+Per document: ``doc_seq`` (the seq of the row it came from), ``doc_search_seq`` (the indexed version; ties in
+ranking go to the smaller), ``doc_len`` (tokens), ``doc_group`` (an index into the segment's ``groups``),
+``doc_hash`` (a hash of the row it was built from, as the caller computes it, to check the index against the
+file), the document id and the row's stored content (UTF-8 with offsets): a hit is returned with its text
 without a query to DuckDB, which has no fast way to fetch a few scattered rows of a large table (Lucene keeps
 "stored fields" for the same reason).
 

@@ -1,7 +1,7 @@
 """Tokenizers for full-text search: an emulation of SQLite FTS5 ``porter unicode61``, and plain ones.
 
-Upstream indexes messages with ``tokenize='porter unicode61'`` , so the same query must find
-the same messages here. :func:`tokenize` reproduces that tokenizer in pure Python:
+Upstream indexes text with ``tokenize='porter unicode61'``, so the same query must find
+the same documents here. :func:`tokenize` reproduces that tokenizer in pure Python:
 
 1. **unicode61 split.** Characters of Unicode categories L*, N* and Co are token characters; every
    other character separates tokens. So apostrophes, hyphens, underscores and emoji split words

@@ -31,6 +31,7 @@ from agentlab._checks import INT64_MAX, check_amount, check_count, check_text
 from agentlab.errors import ForkedHistoryError, InvalidArgumentError, UnknownMessageError, UnknownSessionError
 from agentlab.session._messages import SearchHit
 from agentlab.session._session import Session
+from agentlab.session.duckdb._compactions_table import delete_events
 from agentlab.session.duckdb._search import search_tree
 from agentlab.session.duckdb._tree import tree_of
 from agentlab.store._clock import clock_of
@@ -234,7 +235,7 @@ class SessionManager:
                 for fork in forks:
                     self.delete(fork.id, with_forks=True)
                 self.tree.clear(session_id)
-                conn.execute("DELETE FROM compaction_events WHERE session_id = ?", [session_id]).fetchall()
+                delete_events(conn, session_id)
                 conn.execute("DELETE FROM sessions WHERE id = ?", [session_id]).fetchall()
                 self.tree.sessions_changed()
             self._sessions.pop(session_id, None)

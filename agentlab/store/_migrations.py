@@ -383,6 +383,18 @@ def _m060_message_search(conn: Any) -> None:
     conn.execute("DELETE FROM fulltext_docs WHERE namespace = 'messages'")
 
 
+def adopt_old_message_postings(conn: Any) -> None:
+    """Move the message postings an export from before m060 kept in ``fulltext_docs`` into the rows, as m060 does."""
+    conn.execute(
+        """
+        UPDATE messages SET search_tokens = d.tokens, search_seq = messages.seq
+        FROM fulltext_docs AS d
+        WHERE d.namespace = 'messages' AND d.doc_id = messages.id AND messages.search_tokens IS NULL
+        """
+    )
+    conn.execute("DELETE FROM fulltext_docs WHERE namespace = 'messages'")
+
+
 MIGRATIONS.append(Migration("m060_message_search", _m060_message_search))
 
 

@@ -19,7 +19,10 @@ from agentlab.session._messages import CompactionRecord
 from agentlab.store._clock import clock_of
 from agentlab.store._database import Store
 
-__all__ = ["insert_compaction", "load_compactions", "load_events", "record_event"]
+__all__ = [
+    "COUNT", "delete_compactions", "delete_events", "insert_compaction", "load_compactions", "load_events",
+    "record_event",
+]
 
 _COLUMNS = ("seq, id, session_id, summary, from_message_id, to_message_id, leaf_id, messages_covered, "
             "tokens_before, tokens_after, trigger, created_at")
@@ -29,6 +32,18 @@ INSERT INTO compactions ({_COLUMNS})
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now())
 RETURNING {_COLUMNS}
 """
+
+COUNT = "SELECT count(*) FROM compactions"
+
+
+def delete_compactions(conn: Any, session_id: str) -> None:
+    """Delete every overlay of ``session_id``."""
+    conn.execute("DELETE FROM compactions WHERE session_id = ?", [session_id]).fetchall()
+
+
+def delete_events(conn: Any, session_id: str) -> None:
+    """Delete every compaction event of ``session_id``."""
+    conn.execute("DELETE FROM compaction_events WHERE session_id = ?", [session_id]).fetchall()
 
 
 def load_compactions(store: Store) -> list[CompactionRecord]:

@@ -2,9 +2,10 @@
 
 Each job is done where it is cheapest:
 
-* **Parts** are read by DuckDB (``json_transform`` into typed structs, then one list lambda, :data:`MESSAGES_SQL`):
+* **Parts** are read by DuckDB (``json_transform`` into typed structs, then one list lambda, :data:`PARTS`, in the query
+  ``agentlab.session.duckdb._messages_table.MESSAGES_FRAME`` runs):
   the kinds of parts, whether each is searchable text, and the strings the token estimate measures. Tool calls
-  and their results are joined in SQL too (:data:`TOOL_CALLS_SQL`).
+  and their results are joined in SQL too (``_messages_table.TOOL_CALLS``, reading :data:`TOOL_SCHEMA`).
 * **Columns per message** (:func:`part_columns`) are assembled from the flattened parts with Arrow list arrays.
 * **Token estimates** are computed on those strings with numpy over the Arrow UTF-8 buffers
   (:func:`string_tokens`): DuckDB's regular expressions, and even Arrow's whitespace splitting, cost several times
@@ -32,7 +33,7 @@ PARTS_SCHEMA = (
 )
 
 
-def _jtext(x: str) -> str:
+def json_text(x: str) -> str:
     # For JSON-typed fields: a string as is, anything else as its JSON text, null as nothing.
     return (f"CASE WHEN {x} IS NULL THEN NULL WHEN json_type({x}) = 'VARCHAR' THEN {x}->>'$' "
             f"ELSE CAST({x} AS VARCHAR) END")
@@ -195,64 +196,9 @@ def part_columns(parts: Any, text_null: Any, contents: Any) -> dict[str, Any]:
             "text": pc.binary_join(texts, " "), "tokens": pa.array(tokens)}
 
 
-# The messages frame's query: the row columns plus one struct per part. There is no ORDER BY: sorting the wide
-# rows cost a third of the query, and the rows come back in insertion order, which View checks is seq order.
-MESSAGES_SQL = """
-WITH m AS (
-    SELECT session_id, seq, id, parent_id, role, created_at, content,
-           json_transform(content, '{schema}').parts AS parts
-    FROM messages WHERE {where}
-)
-SELECT session_id, seq, id, parent_id, role, created_at, {parts} AS _parts, {text_null} AS _text_null
-FROM m
-""".replace("{schema}", PARTS_SCHEMA).replace("{parts}", PARTS).replace("{text_null}", TEXT_NULL)
-
-# Tool calls: Anthropic tool_use blocks joined with the first later tool_result answering them, and AI-SDK tool
-# parts, which carry their own output. The duration is read where a chat layer may record it (result metadata).
+# The fields of a message that the tool-calls query reads.
 TOOL_SCHEMA = (
     '{"metadata":"JSON","parts":[{"type":"VARCHAR","id":"VARCHAR","name":"VARCHAR","input":"JSON",'
     '"tool_use_id":"VARCHAR","content":"JSON","is_error":"BOOLEAN","toolCallId":"VARCHAR","toolName":"VARCHAR",'
     '"output":"JSON","result":"JSON","state":"VARCHAR","errorText":"VARCHAR"}]}'
 )
-
-TOOL_CALLS_SQL = f"""
-WITH m AS (
-    SELECT session_id, seq, id, created_at, json_transform(content, '{TOOL_SCHEMA}') AS j
-    FROM messages WHERE {{where}}
-),
-p AS (
-    SELECT session_id, seq, id AS message_id, created_at, j.metadata AS metadata,
-           unnest(j.parts) AS p, generate_subscripts(j.parts, 1) - 1 AS part_index
-    FROM m
-),
-calls AS (  -- Anthropic tool_use blocks, and AI-SDK tool parts (which carry their own output)
-    SELECT session_id, seq, message_id, part_index, created_at,
-           CASE WHEN p.type = 'tool_use' THEN p.id ELSE p.toolCallId END AS tool_use_id,
-           CASE WHEN p.type = 'tool_use' THEN p.name WHEN p.type = 'dynamic-tool' THEN p.toolName
-                ELSE substr(p.type, 6) END AS tool_name,
-           p.input AS input,
-           CASE WHEN p.type <> 'tool_use' THEN coalesce(p.output, p.result) END AS sdk_output,
-           CASE WHEN p.type <> 'tool_use' THEN p.errorText END AS sdk_error,
-           p.state AS state
-    FROM p
-    WHERE p.type = 'tool_use' OR p.type = 'dynamic-tool' OR (starts_with(p.type, 'tool-') AND p.type <> 'tool-result')
-),
-results AS (
-    SELECT seq AS result_seq, message_id AS result_message_id, metadata,
-           coalesce(p.tool_use_id, p.toolCallId) AS call_id, coalesce(p.content, p.result) AS content,
-           p.is_error AS is_error
-    FROM p WHERE p.type IN ('tool_result', 'tool-result')
-)
-SELECT c.session_id, c.seq, c.message_id, c.part_index, c.created_at, c.tool_use_id, c.tool_name,
-       CAST(c.input AS VARCHAR) AS input,
-       {_jtext('coalesce(r.content, c.sdk_output)')} AS result,
-       CASE WHEN r.call_id IS NOT NULL THEN coalesce(r.is_error, false)
-            WHEN c.sdk_error IS NOT NULL OR c.state = 'output-error' THEN true
-            WHEN c.sdk_output IS NOT NULL THEN false END AS is_error,
-       c.sdk_error AS error_text,
-       r.result_message_id,
-       TRY_CAST(r.metadata->'tool_durations_ms'->>c.tool_use_id AS DOUBLE) AS duration_ms
-FROM calls c LEFT JOIN results r ON r.call_id = c.tool_use_id AND r.result_seq > c.seq
-QUALIFY row_number() OVER (PARTITION BY c.seq, c.part_index ORDER BY r.result_seq) = 1
-ORDER BY c.seq, c.part_index
-"""

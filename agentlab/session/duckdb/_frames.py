@@ -23,6 +23,7 @@ from typing import Any
 
 from agentlab.context._tokens import estimate_string_tokens
 from agentlab.session.duckdb import _frame_columns as core
+from agentlab.session.duckdb import _messages_table as messages_table
 from agentlab.session.duckdb._tree_columns import View, overlay_tokens, scope, where
 
 __all__ = ["FRAMES", "blocks", "blocks_history", "bound_frame", "branches", "compactions", "messages", "tokens",
@@ -40,16 +41,12 @@ FROM compaction_events WHERE {where}
 ORDER BY seq
 """
 
-_STRUCTURE_SQL = "SELECT session_id, seq, id, parent_id, created_at FROM messages WHERE {where}"
-
-
 def _finish_messages(store: Any, table: Any) -> Any:
     seqs = table.column("seq")
 
     def contents(rows: list[int]) -> list[str]:
         wanted = [seqs[i].as_py() for i in rows]
-        found = dict(store.execute("SELECT seq, content FROM messages WHERE seq IN (SELECT unnest(?::BIGINT[]))",
-                                   [wanted]).fetchall())
+        found = messages_table.contents(store, wanted)
         return [found[s] for s in wanted]
 
     columns = core.part_columns(table.column("_parts"), table.column("_text_null"), contents)
@@ -60,7 +57,7 @@ def _finish_messages(store: Any, table: Any) -> Any:
 
 
 def _content_view(target: Any) -> View:
-    return View(target, core.MESSAGES_SQL, _finish_messages)
+    return View(target, messages_table.MESSAGES_FRAME, _finish_messages)
 
 
 # --- frames ----------------------------------------------------------------------------------------------------
@@ -177,7 +174,7 @@ def compactions(target: Any, *, events: bool = True) -> Any:
     if not events:
         condition, params = "false", []
     with store.lock:  # the overlays and the rows they name from one database state
-        view = View(target, _STRUCTURE_SQL)
+        view = View(target, messages_table.STRUCTURE)
         visible = sorted({c.id for records in view.overlays.values() for c in records})
         table = store.relation(_COMPACTIONS_SQL.format(where=condition), [visible, *params]).to_arrow_table()
     branch: dict[str, str] = {}
@@ -363,7 +360,7 @@ def tool_calls(target: Any) -> Any:
     store, tree, sid = scope(target)
     with store.lock:
         condition, params = where(tree, sid)
-        return store.relation(core.TOOL_CALLS_SQL.replace("{where}", condition), params).to_arrow_table()
+        return store.relation(messages_table.TOOL_CALLS.replace("{where}", condition), params).to_arrow_table()
 
 
 def usage(target: Any) -> Any:

@@ -26,6 +26,7 @@ from agentlab.search._postings import arrow_ints, arrow_strings, numpy_ints
 from agentlab.search._searcher import BufferPart, SegmentPart
 from agentlab.search._segment import Segment, build_segment
 from agentlab.search._segment_merge import merge_segments
+from agentlab.session.duckdb import _messages_table as messages_table
 from agentlab.store._database import MEMORY, Store
 from agentlab.store._stamp import file_stamp
 
@@ -47,20 +48,6 @@ about this size and merging them at the flush costs half as much as one build of
 every token by term, and a merge of sorted inputs does not; smaller batches wait for more."""
 _READ_BATCH = 50_000
 
-_COLUMNS = """
-SELECT id AS doc_id, session_id AS grp, seq, search_seq,
-       CASE WHEN search_tokens = '' THEN 0
-            ELSE length(search_tokens) - length(replace(search_tokens, ' ', '')) + 1 END AS length,
-       search_tokens AS tokens, content, hash(id, session_id, search_tokens, content) AS hash
-FROM messages
-"""
-_FINGERPRINTS = """
-SELECT search_seq, hash(id, session_id, search_tokens, content) AS hash FROM messages WHERE search_tokens IS NOT NULL
-"""
-_HASHES = """
-SELECT search_seq, hash(id, session_id, search_tokens, content) AS hash FROM messages
-WHERE search_tokens IS NOT NULL AND search_seq BETWEEN ? AND ?
-"""
 
 
 def _uints(array: Any) -> np.ndarray:
@@ -162,7 +149,7 @@ class IndexState:
                 store.outside_writes == 0
         else:  # no index yet: exact only if the file has nothing to index (a new agent)
             if indexed is None:
-                indexed = store.scalar("SELECT count(*) FROM messages WHERE search_tokens IS NOT NULL")
+                indexed = messages_table.count_indexed(store)
             self.exact = not indexed
         self.saved_stamp = meta.get("stamp") if meta is not None else None
         self.opened = True
@@ -249,7 +236,7 @@ class IndexState:
         store = self.store
         cursor = store.conn.cursor()  # committed rows only, even inside an open transaction
         try:
-            table = cursor.sql(_FINGERPRINTS).to_arrow_table()
+            table = cursor.sql(messages_table.INDEX_FINGERPRINTS).to_arrow_table()
             file_ss = numpy_ints(table.column("search_seq")).astype(np.int64)
             file_hash = _uints(table.column("hash"))
             order = np.argsort(file_ss, kind="stable")
@@ -281,8 +268,8 @@ class IndexState:
         """Index the rows with these search seqs (sorted), read from the file in batches."""
         for lo in range(0, len(missing), _READ_BATCH):
             wanted = missing[lo:lo + _READ_BATCH]
-            query = _COLUMNS + "WHERE search_tokens IS NOT NULL AND search_seq BETWEEN ? AND ? ORDER BY search_seq"
-            table = cursor.sql(query, params=[int(wanted[0]), int(wanted[-1])]).to_arrow_table()
+            params = [int(wanted[0]), int(wanted[-1])]
+            table = cursor.sql(messages_table.INDEX_ROWS_BETWEEN, params=params).to_arrow_table()
             found = numpy_ints(table.column("search_seq"))
             keep = np.isin(found, wanted)
             if not keep.all():
@@ -390,8 +377,7 @@ class IndexState:
         seqs = [r[2] for r in rows]
         cursor = self.store.conn.cursor()
         try:
-            found = dict(cursor.execute("SELECT seq, content FROM messages WHERE seq IN (SELECT unnest(?::BIGINT[]))",
-                                        [seqs]).fetchall())
+            found = messages_table.contents(cursor, seqs)
         finally:
             cursor.close()
         return [(*r[:5], r[5] if r[5] is not None else found.get(r[2], "")) for r in rows]
@@ -433,7 +419,7 @@ class IndexState:
             return np.zeros(0, dtype=np.uint64)
         cursor = self.store.conn.cursor()
         try:
-            table = cursor.sql(_HASHES, params=[int(ss.min()), int(ss.max())]).to_arrow_table()
+            table = cursor.sql(messages_table.INDEX_HASHES, params=[int(ss.min()), int(ss.max())]).to_arrow_table()
         finally:
             cursor.close()
         found, hashes = numpy_ints(table.column("search_seq")).astype(np.int64), _uints(table.column("hash"))

@@ -45,6 +45,7 @@ from agentlab.search._bm25 import FTS5_BM25, BM25Params
 from agentlab.search._fulltext import MODES, Hit, query_phrases, snippet
 from agentlab.search._searcher import as_seqs, search_parts
 from agentlab.session.duckdb._index_state import IndexState
+from agentlab.session.duckdb._messages_table import count_indexed
 from agentlab.store._database import Store
 
 __all__ = ["MessageIndex"]
@@ -136,10 +137,7 @@ class MessageIndex:
 
     def count(self, group: str | None = None) -> int:
         """Number of indexed messages (in one session if given), as the file holds them now."""
-        if group is None:
-            return int(self.store.scalar("SELECT count(*) FROM messages WHERE search_tokens IS NOT NULL"))
-        return int(self.store.scalar(
-            "SELECT count(*) FROM messages WHERE search_tokens IS NOT NULL AND session_id = ?", [group]))
+        return count_indexed(self.store, group)
 
     def prepare(self, indexed: int | None = None) -> None:
         """Open the index now (the tree calls this before its first write, so the index sees every write).

@@ -1,13 +1,14 @@
-"""How a message becomes a row of ``messages``: the INSERT statements and the columns of a bulk insert.
+"""The ``messages`` table's SQL: how a message becomes a row, and every statement that reads or changes rows.
 
-:class:`agentlab.session.duckdb._tree.MessageTree` decides what to store; this module says how, so that the statement an
-append runs and the Arrow table a bulk import registers are written in one place.
+:class:`agentlab.session.duckdb._tree.MessageTree` decides what to store, the tree index, the parent map, the
+message index and the frames decide what to read; this module says how. It is the only module of the package
+that names the table, so a change of its columns is made here (the schema itself is the store's migrations).
 
 Invariants:
 
 * A row's ``search_tokens`` are the stemmed tokens of :func:`agentlab.session._messages.message_text` joined by single
   spaces ('' for text without tokens, NULL for no text), and ``search_seq`` is its seq (NULL when not
-  indexed): what :class:`agentlab.search._fulltext.MessageIndex` reads back.
+  indexed): what :class:`agentlab.session.duckdb._message_index.MessageIndex` reads back.
 * ``created_at`` is the time DuckDB reads from the message's own ``created_at`` text, else the time it was
   stored. Plain ISO 8601 times with a zone are parsed here (both readers agree on them, and the cast costs
   about 0.2 ms to plan); any other text is left to DuckDB's ``TRY_CAST``, in single and bulk inserts alike.
@@ -23,8 +24,38 @@ from agentlab.search._postings import arrow_ints, arrow_optional_strings, arrow_
 from agentlab.search._token_arrays import token_array
 from agentlab.search._tokenizer import tokenize
 from agentlab.session._messages import message_text
+from agentlab.session.duckdb._frame_columns import PARTS, PARTS_SCHEMA, TEXT_NULL, TOOL_SCHEMA, json_text
 
-__all__ = ["insert_one", "insert_rows", "plain_time", "search_tokens"]
+__all__ = [
+    "COUNT",
+    "INDEX_COLUMNS",
+    "INDEX_FINGERPRINTS",
+    "INDEX_HASHES",
+    "INDEX_ROWS_BETWEEN",
+    "MANY_MESSAGES_FRAME",
+    "MESSAGES_FRAME",
+    "ROLES",
+    "ROW_LINKS",
+    "SEQS_PARAM",
+    "STRUCTURE",
+    "TOOL_CALLS",
+    "content_in",
+    "contents",
+    "contents_between",
+    "count_indexed",
+    "delete_seqs",
+    "delete_session",
+    "insert_one",
+    "insert_rows",
+    "parent_ids",
+    "plain_time",
+    "rewrite",
+    "roles_and_sizes",
+    "search_tokens",
+]
+
+# A list of seqs bound as one parameter: ``seq IN (SEQS_PARAM)``.
+SEQS_PARAM = "SELECT unnest(?::BIGINT[])"
 
 _INSERT_ONE = """
 INSERT INTO messages (seq, id, session_id, parent_id, role, content, created_at, search_tokens, search_seq)
@@ -122,3 +153,152 @@ def insert_rows(conn: Any, session_id: str, ids: list[str], parents: list[str | 
                        "tokens": picked.column("tokens"), "content": picked.column("content"),
                        "token_codes": found.coded()})
     return roles, search
+
+
+def rewrite(conn: Any, seq: int, content: str, tokens: list[str] | None, search_seq: int | None) -> None:
+    """Replace the content (and search tokens) of the row at ``seq``."""
+    conn.execute("UPDATE messages SET content = ?, search_tokens = ?, search_seq = ? WHERE seq = ?",
+                 [content, None if tokens is None else " ".join(tokens), search_seq, seq]).fetchall()
+
+
+def delete_seqs(conn: Any, seqs: list[int]) -> None:
+    """Delete the rows at ``seqs``."""
+    conn.execute(f"DELETE FROM messages WHERE seq IN ({SEQS_PARAM})", [seqs]).fetchall()
+
+
+def delete_session(conn: Any, session_id: str) -> None:
+    """Delete every row of ``session_id``."""
+    conn.execute("DELETE FROM messages WHERE session_id = ?", [session_id]).fetchall()
+
+
+# -- reads ---------------------------------------------------------------------------------------
+
+# The messages frame's query: the row columns plus one struct per part. There is no ORDER BY: sorting the wide
+# rows cost a third of the query, and the rows come back in insertion order, which View checks is seq order.
+MESSAGES_FRAME = """
+WITH m AS (
+    SELECT session_id, seq, id, parent_id, role, created_at, content,
+           json_transform(content, '{schema}').parts AS parts
+    FROM messages WHERE {where}
+)
+SELECT session_id, seq, id, parent_id, role, created_at, {parts} AS _parts, {text_null} AS _text_null
+FROM m
+""".replace("{schema}", PARTS_SCHEMA).replace("{parts}", PARTS).replace("{text_null}", TEXT_NULL)
+
+# Tool calls: Anthropic tool_use blocks joined with the first later tool_result answering them, and AI-SDK tool
+# parts, which carry their own output. The duration is read where a chat layer may record it (result metadata).
+TOOL_CALLS = f"""
+WITH m AS (
+    SELECT session_id, seq, id, created_at, json_transform(content, '{TOOL_SCHEMA}') AS j
+    FROM messages WHERE {{where}}
+),
+p AS (
+    SELECT session_id, seq, id AS message_id, created_at, j.metadata AS metadata,
+           unnest(j.parts) AS p, generate_subscripts(j.parts, 1) - 1 AS part_index
+    FROM m
+),
+calls AS (  -- Anthropic tool_use blocks, and AI-SDK tool parts (which carry their own output)
+    SELECT session_id, seq, message_id, part_index, created_at,
+           CASE WHEN p.type = 'tool_use' THEN p.id ELSE p.toolCallId END AS tool_use_id,
+           CASE WHEN p.type = 'tool_use' THEN p.name WHEN p.type = 'dynamic-tool' THEN p.toolName
+                ELSE substr(p.type, 6) END AS tool_name,
+           p.input AS input,
+           CASE WHEN p.type <> 'tool_use' THEN coalesce(p.output, p.result) END AS sdk_output,
+           CASE WHEN p.type <> 'tool_use' THEN p.errorText END AS sdk_error,
+           p.state AS state
+    FROM p
+    WHERE p.type = 'tool_use' OR p.type = 'dynamic-tool' OR (starts_with(p.type, 'tool-') AND p.type <> 'tool-result')
+),
+results AS (
+    SELECT seq AS result_seq, message_id AS result_message_id, metadata,
+           coalesce(p.tool_use_id, p.toolCallId) AS call_id, coalesce(p.content, p.result) AS content,
+           p.is_error AS is_error
+    FROM p WHERE p.type IN ('tool_result', 'tool-result')
+)
+SELECT c.session_id, c.seq, c.message_id, c.part_index, c.created_at, c.tool_use_id, c.tool_name,
+       CAST(c.input AS VARCHAR) AS input,
+       {json_text('coalesce(r.content, c.sdk_output)')} AS result,
+       CASE WHEN r.call_id IS NOT NULL THEN coalesce(r.is_error, false)
+            WHEN c.sdk_error IS NOT NULL OR c.state = 'output-error' THEN true
+            WHEN c.sdk_output IS NOT NULL THEN false END AS is_error,
+       c.sdk_error AS error_text,
+       r.result_message_id,
+       TRY_CAST(r.metadata->'tool_durations_ms'->>c.tool_use_id AS DOUBLE) AS duration_ms
+FROM calls c LEFT JOIN results r ON r.call_id = c.tool_use_id AND r.result_seq > c.seq
+QUALIFY row_number() OVER (PARTITION BY c.seq, c.part_index ORDER BY r.result_seq) = 1
+ORDER BY c.seq, c.part_index
+"""
+
+
+# No ORDER BY: rows lie in seq order as appended (the parent map checks), and DuckDB's sort would hold, and its
+# allocator keep, several times the columns' size.
+ROW_LINKS = "SELECT seq, id, parent_id, session_id FROM messages"
+ROLES = "SELECT seq, role FROM messages ORDER BY seq"
+COUNT = "SELECT count(*) FROM messages"
+STRUCTURE = "SELECT session_id, seq, id, parent_id, created_at FROM messages WHERE {where}"
+
+# What the message index reads: the documents (a WHERE clause follows) and their fingerprints.
+INDEX_COLUMNS = """
+SELECT id AS doc_id, session_id AS grp, seq, search_seq,
+       CASE WHEN search_tokens = '' THEN 0
+            ELSE length(search_tokens) - length(replace(search_tokens, ' ', '')) + 1 END AS length,
+       search_tokens AS tokens, content, hash(id, session_id, search_tokens, content) AS hash
+FROM messages
+"""
+INDEX_ROWS_BETWEEN = INDEX_COLUMNS + """
+WHERE search_tokens IS NOT NULL AND search_seq BETWEEN ? AND ? ORDER BY search_seq
+"""
+INDEX_FINGERPRINTS = """
+SELECT search_seq, hash(id, session_id, search_tokens, content) AS hash FROM messages WHERE search_tokens IS NOT NULL
+"""
+INDEX_HASHES = """
+SELECT search_seq, hash(id, session_id, search_tokens, content) AS hash FROM messages
+WHERE search_tokens IS NOT NULL AND search_seq BETWEEN ? AND ?
+"""
+
+# The messages frame over many attached files (a ``messages`` view with ``agent``, ``agent_class`` and
+# ``_alias`` columns), ordered by agent, file and seq.
+MANY_MESSAGES_FRAME = f"""
+WITH m AS (
+    SELECT agent, agent_class, _alias, session_id, seq, id, parent_id, role, created_at, content,
+           json_transform(content, '{PARTS_SCHEMA}').parts AS parts
+    FROM messages
+)
+SELECT agent, agent_class, _alias, session_id, seq, id, parent_id, role, created_at,
+       {PARTS} AS _parts, {TEXT_NULL} AS _text_null
+FROM m ORDER BY agent, _alias, seq
+"""
+
+
+def content_in(db: Any, alias: str, seq: int) -> str:
+    """The stored JSON of the row at ``seq`` of the attached file ``alias`` (of the many-files view)."""
+    return str(db.execute("SELECT content FROM messages WHERE _alias = ? AND seq = ?", [alias, seq]).fetchone()[0])
+
+
+def contents(db: Any, seqs: list[int]) -> dict[int, str]:
+    """The stored JSON of the rows at ``seqs`` (missing rows left out), by seq."""
+    return dict(db.execute(f"SELECT seq, content FROM messages WHERE seq IN ({SEQS_PARAM})", [seqs]).fetchall())
+
+
+def contents_between(db: Any, lo: int, hi: int) -> list[tuple[int, str]]:
+    """(seq, stored JSON) of every row with ``lo <= seq <= hi``: a range scan, for mostly consecutive seqs."""
+    return db.execute("SELECT seq, content FROM messages WHERE seq BETWEEN ? AND ?", [lo, hi]).fetchall()
+
+
+def parent_ids(db: Any, seqs: list[int]) -> dict[int, Any]:
+    """The parent id (None for a root) of the rows at ``seqs``, by seq."""
+    return dict(db.execute(f"SELECT seq, parent_id FROM messages WHERE seq IN ({SEQS_PARAM})", [seqs]).fetchall())
+
+
+def roles_and_sizes(db: Any, seqs: list[int]) -> dict[int, tuple[str, int]]:
+    """(role, length of the stored JSON) of the rows at ``seqs``, by seq, without reading the contents."""
+    return {seq: (role, size) for seq, role, size in db.execute(
+        f"SELECT seq, role, strlen(content) FROM messages WHERE seq IN ({SEQS_PARAM})", [seqs]).fetchall()}
+
+
+def count_indexed(store: Any, session_id: str | None = None) -> int:
+    """Number of rows with search tokens (of one session if given)."""
+    if session_id is None:
+        return int(store.scalar("SELECT count(*) FROM messages WHERE search_tokens IS NOT NULL"))
+    return int(store.scalar("SELECT count(*) FROM messages WHERE search_tokens IS NOT NULL AND session_id = ?",
+                            [session_id]))

@@ -27,12 +27,10 @@ import numpy as np
 
 from agentlab._memory import release_freed_memory
 from agentlab.session.duckdb._id_hash import hash_column, id_hash
+from agentlab.session.duckdb._messages_table import ROW_LINKS, parent_ids
 
 __all__ = ["RowMap"]
 
-# No ORDER BY: rows lie in seq order as appended (checked below), and DuckDB's sort would hold, and its allocator
-# keep, several times the columns' size.
-_LOAD = "SELECT seq, id, parent_id, session_id FROM messages"
 
 
 def _ints(array: Any, dtype: Any) -> np.ndarray:
@@ -83,7 +81,7 @@ class RowMap:
         """Every row of ``messages`` through ``conn`` (a DuckDB connection or cursor)."""
         import pyarrow.compute as pc
 
-        table = conn.sql(_LOAD).to_arrow_table()
+        table = conn.sql(ROW_LINKS).to_arrow_table()
         self = cls()
         n = table.num_rows
         if not n:
@@ -133,9 +131,7 @@ class RowMap:
         self._views()
         need = np.flatnonzero(parent == -2)
         if len(need):
-            rows = conn.execute("SELECT seq, parent_id FROM messages WHERE seq IN (SELECT unnest(?::BIGINT[]))",
-                                [seq[need].tolist()]).fetchall()
-            by_seq = dict(rows)
+            by_seq = parent_ids(conn, seq[need].tolist())
             self.detached = {int(r): by_seq[int(seq[r])] for r in need.tolist() if int(seq[r]) in by_seq}
             for r, pid in list(self.detached.items()):
                 row = self._row(pid)

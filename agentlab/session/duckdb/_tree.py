@@ -46,10 +46,11 @@ from agentlab.session._messages import (
     prepare_message,
     prepare_placed,
 )
-from agentlab.session.duckdb._compactions_table import insert_compaction
+from agentlab.session.duckdb import _messages_table as messages_table
+from agentlab.session.duckdb._compactions_table import delete_compactions, insert_compaction
 from agentlab.session.duckdb._contents import gc_paused
 from agentlab.session.duckdb._messages_table import insert_one, insert_rows, search_tokens
-from agentlab.session.duckdb._tree_index import SEQS_PARAM, ForkPoint, TreeIndex
+from agentlab.session.duckdb._tree_index import ForkPoint, TreeIndex
 from agentlab.store._clock import clock_of
 from agentlab.store._database import Store
 
@@ -254,8 +255,7 @@ class MessageTree(TreeIndex):
             search_seq = clock_of(store).take() if tokens is not None else None
             with store.transaction() as conn:
                 store.after_rollback(self.invalidate)
-                conn.execute("UPDATE messages SET content = ?, search_tokens = ?, search_seq = ? WHERE seq = ?",
-                             [content, None if tokens is None else " ".join(tokens), search_seq, seq]).fetchall()
+                messages_table.rewrite(conn, seq, content, tokens, search_seq)
                 self._generation += 1  # path contents changed: cached estimates are stale
                 if tokens is not None:
                     self.fts.added(mid, session_id, seq, tokens, search_seq=search_seq, replaces=True,
@@ -288,7 +288,7 @@ class MessageTree(TreeIndex):
             with store.transaction() as conn:
                 store.after_rollback(self.invalidate)
                 seqs = [self._rows.get(m)[0] for m in doomed]  # type: ignore[index]
-                conn.execute(f"DELETE FROM messages WHERE seq IN ({SEQS_PARAM})", [seqs]).fetchall()
+                messages_table.delete_seqs(conn, seqs)
                 self.fts.removed(doomed, seqs)
                 self.contents.discard(seqs)
                 self._touch(conn, session_id)
@@ -325,8 +325,8 @@ class MessageTree(TreeIndex):
                     f"Session {session_id!r} has forks that share its messages; delete the forks first.")
             with store.transaction() as conn:
                 store.after_rollback(self.invalidate)
-                conn.execute("DELETE FROM messages WHERE session_id = ?", [session_id]).fetchall()
-                conn.execute("DELETE FROM compactions WHERE session_id = ?", [session_id]).fetchall()
+                messages_table.delete_session(conn, session_id)
+                delete_compactions(conn, session_id)
                 self.fts.cleared(session_id)
                 self.contents.clear()
                 self._touch(conn, session_id)

@@ -26,17 +26,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentlab.session._messages import DEFAULT_MAX_DEPTH, CompactionRecord, RowStat
+from agentlab.session.duckdb import _compactions_table as compactions_table
+from agentlab.session.duckdb import _messages_table as messages_table
 from agentlab.session.duckdb._compactions_table import load_compactions
 from agentlab.session.duckdb._contents import ContentCache
 from agentlab.session.duckdb._parent_map import RowMap
 from agentlab.store._database import Store
 
-__all__ = ["SEQS_PARAM", "ForkPoint", "TreeIndex"]
+__all__ = ["ForkPoint", "TreeIndex"]
 
 
 # One row (kind NULL) with the counts of messages and overlays, then one row per session.
-_SESSIONS_AND_COUNTS = """
-SELECT NULL AS kind, (SELECT count(*) FROM messages), (SELECT count(*) FROM compactions), NULL, NULL, NULL, NULL
+_SESSIONS_AND_COUNTS = f"""
+SELECT NULL AS kind, ({messages_table.COUNT}), ({compactions_table.COUNT}), NULL, NULL, NULL, NULL
 UNION ALL
 SELECT 1, NULL, NULL, id, parent_session_id, fork_message_id, seq FROM sessions
 """
@@ -53,9 +55,6 @@ class ForkPoint:
 
 
 # --- the tree --------------------------------------------------------------------------------------
-
-SEQS_PARAM = "SELECT unnest(?::BIGINT[])"
-"""A subquery over a list of seqs bound as one parameter."""
 
 class TreeIndex:
     """The parent map of every session in one store, in memory, and every read of the tree.
@@ -135,7 +134,7 @@ class TreeIndex:
             self._generation += 1
 
     def _role_columns(self) -> tuple[Any, Any]:
-        table = self.store.conn.sql("SELECT seq, role FROM messages ORDER BY seq").to_arrow_table()
+        table = self.store.conn.sql(messages_table.ROLES).to_arrow_table()
         return table.column("seq"), table.column("role")
 
     def _load_sessions(self) -> None:
@@ -377,10 +376,9 @@ class TreeIndex:
             # A branch's rows are mostly consecutive seqs: a range scan (zone maps) is about twice as fast as
             # joining the list, even with the few rows of other branches it reads in between.
             wanted = set(seqs)
-            rows = self.store.execute("SELECT seq, content FROM messages WHERE seq BETWEEN ? AND ?", [lo, hi])
-            return {seq: text for seq, text in rows.fetchall() if seq in wanted}
-        query = f"SELECT seq, content FROM messages WHERE seq IN ({SEQS_PARAM})"
-        return dict(self.store.execute(query, [seqs]).fetchall())
+            rows = messages_table.contents_between(self.store, lo, hi)
+            return {seq: text for seq, text in rows if seq in wanted}
+        return messages_table.contents(self.store, seqs)
 
     def get(self, session_id: str, message_id: str) -> dict[str, Any] | None:
         """The stored message if visible in ``session_id``, else None."""
@@ -398,8 +396,7 @@ class TreeIndex:
             ids, seqs, _ = self.path_rows(session_id, leaf_id, max_depth=max_depth)
             if not ids:
                 return []
-            found = {seq: (role, size) for seq, role, size in self.store.execute(
-                f"SELECT seq, role, strlen(content) FROM messages WHERE seq IN ({SEQS_PARAM})", [seqs]).fetchall()}
+            found = messages_table.roles_and_sizes(self.store, seqs)
             return [RowStat(m, found[q][0], int(found[q][1])) for m, q in zip(ids, seqs) if q in found]
 
     # -- writes --------------------------------------------------------------------------------
