@@ -1,6 +1,6 @@
 """Reliability figures: crash trials (SIGKILL), export/import kill trials, lock timing, the hostile-input catalogue.
 
-Run: .venv/bin/python benchmarks/reliability.py [--trials 20]
+Run: .venv/bin/python benchmarks/reliability.py [--trials 20] [--only serve]
 The test suite (tests/reliability) runs the same code with fewer trials.
 """
 
@@ -18,6 +18,7 @@ sys.path.insert(0, str(ROOT))
 from tests.reliability import test_hostile as hostile  # noqa: E402
 from tests.reliability.crashlab import SCENARIOS, run_trials  # noqa: E402
 from tests.reliability.portlab import KINDS, run_port_trials  # noqa: E402
+from tests.reliability.servelab import serve_kill_trial  # noqa: E402
 from tests.reliability.snapshot import snapshot  # noqa: E402
 
 
@@ -127,14 +128,32 @@ def file_figures(trials: int) -> bool:
     return ok and not result.lost and not result.problems
 
 
+def serve_figures(trials: int) -> bool:
+    """Servers SIGKILLed while four agents each go through hibernate/wake cycles under bursts of updates."""
+    print(f"served agents: {trials} SIGKILL trials of a server hibernating and waking 4 agents")
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        results = [serve_kill_trial(Path(tmp) / f"t{seed}", 2026 + seed) for seed in range(trials)]
+    acked = sum(sum(r.acked.values()) for r in results)
+    lost = sum(len(r.lost) for r in results)
+    wakes = sum(r.wakes for r in results)
+    print(f"acknowledged updates {acked}, wakes {wakes}, agents missing an acknowledged update {lost}, "
+          f"{time.perf_counter() - start:.1f} s")
+    return lost == 0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--trials", type=int, default=20)
+    parser.add_argument("--only", help="comma-separated parts: crash, port, hostile, files, serve")
     args = parser.parse_args()
-    ok = crash_figures(args.trials)
-    ok &= port_figures(args.trials)
-    ok &= hostile_figures()
-    ok &= file_figures(args.trials)
+    parts = args.only.split(",") if args.only else ["crash", "port", "hostile", "files", "serve"]
+    figures = {"crash": lambda: crash_figures(args.trials), "port": lambda: port_figures(args.trials),
+               "hostile": hostile_figures, "files": lambda: file_figures(args.trials),
+               "serve": lambda: serve_figures(args.trials)}
+    ok = True
+    for part in parts:
+        ok &= figures[part]()
     sys.exit(0 if ok else 1)
 
 

@@ -277,6 +277,7 @@ class Hub:
         self.hibernate_after = hibernate_after
         self.hibernations = 0  # how many times an agent hibernated / woke, for stats()
         self.wakes = 0
+        self.dropped = 0  # sockets closed because their client did not read (see ClientSocket.push)
         self.entries: dict[tuple[str, str], Served] = {}
         self._closing: dict[tuple[str, str], asyncio.Future[Any]] = {}
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="agentlab-serve")
@@ -290,7 +291,8 @@ class Hub:
             self._sweeper = loop.create_task(self._sweep_forever())
 
     def stats(self) -> dict[str, int]:
-        """How many agents are open and hibernated now, their sockets, and the hibernations and wakes so far."""
+        """How many agents are open and hibernated now, their sockets, and the hibernations, wakes and slow clients
+        dropped so far."""
         entries = list(self.entries.values())
         return {
             "open": sum(1 for e in entries if e.agent is not None and not e.hibernated),
@@ -298,6 +300,7 @@ class Hub:
             "sockets": sum(len(e.sockets) for e in entries),
             "hibernations": self.hibernations,
             "wakes": self.wakes,
+            "dropped": self.dropped,
         }
 
     async def in_thread(self, fn: Callable[..., Any], *args: Any, entry: Served | None = None) -> Any:

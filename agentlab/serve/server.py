@@ -121,8 +121,8 @@ class AgentServer:
         return {key for key, entry in self.hub.entries.items() if entry.hibernated}
 
     def stats(self) -> dict[str, int]:
-        """Counts for monitoring: agents ``open`` and ``hibernated`` now, ``sockets``, and the ``hibernations`` and
-        ``wakes`` since the server started."""
+        """Counts for monitoring: agents ``open`` and ``hibernated`` now, ``sockets``, and the ``hibernations``,
+        ``wakes`` and slow clients ``dropped`` (closed with 1008) since the server started."""
         return self.hub.stats()
 
     async def hibernate(self, cls: type, name: str) -> bool:

@@ -7,8 +7,11 @@ to the agent as one turn, in the order received.
 Invariants:
 
 * Frames reach the client in the order the agent sent them.
-* A client that does not read cannot make the server hold more than ``max_queue_bytes`` for it: past that,
-  it is dropped from the agent and its socket is closed with 1008, while every other client goes on.
+* A client that does not read cannot make the server hold more than ``max_queue_bytes`` for it: once the
+  transport's own buffer is full (the ASGI server stops taking frames), frames wait in this socket's queue, and
+  past ``max_queue_bytes`` there the client is dropped from the agent and its socket closed with 1008 (policy
+  violation), while every other client goes on. Broadcasts never wait for a slow client: a turn only appends to
+  each client's queue.
 * A frame longer than ``max_message_bytes`` closes the socket with 1009 before the agent sees it.
 * Whatever ends the socket, the agent's connection is closed and ``on_close`` runs, once (for a hibernated
   agent only if its class overrides ``on_close``: waking it to run the base class's empty hook would cost a
@@ -36,6 +39,7 @@ if TYPE_CHECKING:
     from .hub import Hub, Served
 
 CLOSE_TIMEOUT = 1.0  # seconds to wait for a close frame to leave; a client that never reads never takes it
+SLOW_CLIENT_CODE = 1008  # policy violation (RFC 6455 7.4.1): the client broke the rule "read what you are sent"
 
 
 class ClientSocket:
@@ -66,7 +70,8 @@ class ClientSocket:
         self.queue.append(text)
         self.queued += len(text)
         if self.queued > self.max_queue_bytes:
-            self.kill(1008, "The client does not read its messages; it was dropped.")
+            self.hub.dropped += 1
+            self.kill(SLOW_CLIENT_CODE, "The client does not read its messages; it was dropped.")
             return
         self._wake.set()
 
