@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar, TextIO
 
-from agentlab.agent._agent import Agent, get_agent
+from agentlab.agent import Agent, get_agent
 
 
 class DemoAgent(Agent):
@@ -40,9 +40,8 @@ def _step_agent(root: Path, say: Callable[[str], None]) -> None:
 
 
 def _step_session(root: Path, say: Callable[[str], None]) -> None:
-    from agentlab.chat._summarizers import ExtractiveSummarizer
-    from agentlab.session._compact_function import create_compact_function
-    from agentlab.session._session import Session
+    from agentlab.chat import ExtractiveSummarizer
+    from agentlab.session import Session, create_compact_function
 
     agent = get_agent(DemoAgent, "demo-user", root=root)
     session = Session.create(agent)
@@ -76,8 +75,7 @@ def _step_session(root: Path, say: Callable[[str], None]) -> None:
 
 
 def _step_context_and_chat(root: Path, say: Callable[[str], None]) -> None:
-    from agentlab.chat._chat_agent import ChatAgent
-    from agentlab.chat._offline import OfflineClaude
+    from agentlab.chat import ChatAgent, OfflineClaude
 
     class DemoChat(ChatAgent):
         def configure_session(self, session: Any) -> Any:
@@ -101,7 +99,7 @@ def _step_eval(root: Path, say: Callable[[str], None]) -> None:
     from agentlab.eval.datasets import load_bundled
     from agentlab.eval.runner import run as evaluate
     from agentlab.eval.strategies import BM25, STOP_WORDS, Dense, Hybrid, Phrase, Recency
-    from agentlab.search._embedders import HashEmbedder
+    from agentlab.search import HashEmbedder
 
     dataset = load_bundled()
     strategies = [Recency(), Phrase(), BM25(stopwords=STOP_WORDS),

@@ -20,7 +20,7 @@ AGENT_FRAMES = ("messages", "branches", "compactions", "blocks_history", "tool_c
 
 def _frame(name: str) -> Any:
     def make(owner: Any) -> Any:
-        from agentlab.session.duckdb._frames import bound_frame
+        from agentlab.session import bound_frame
 
         return bound_frame(name, owner)
 
@@ -28,13 +28,13 @@ def _frame(name: str) -> Any:
 
 
 def _export_agent(agent: Any, path: Any, *, overwrite: bool = False) -> Any:
-    from agentlab.agent._portable import export
+    from agentlab.agent import export
 
     return export(agent, path, overwrite=overwrite)
 
 
 def _show_agent(agent: Any) -> Any:
-    from agentlab.views._dashboard import for_agent
+    from agentlab.views import for_agent
 
     return for_agent(agent)
 
@@ -46,7 +46,7 @@ def _plot_results(results: Any, **options: Any) -> Any:
 
 
 def _show_session(session: Any) -> Any:
-    from agentlab.views._dashboard import for_session
+    from agentlab.views import for_session
 
     return for_session(session)
 

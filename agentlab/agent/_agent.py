@@ -35,9 +35,7 @@ from agentlab.errors import (
     StateError,
     StateRejectedError,
 )
-from agentlab.store._database import Store
-from agentlab.store._files import BLOCK_SIZE
-from agentlab.store._naming import agent_path, kebab_case, resolve_root, validate_name
+from agentlab.store import BLOCK_SIZE, Store, agent_path, kebab_case, resolve_root, validate_name
 
 
 class _NotSet:

@@ -42,12 +42,20 @@ import duckdb
 
 from agentlab.agent import _atomic
 from agentlab.errors import AgentLockedError, ExportDiskFullError, ExportError, ExportMismatchError
-from agentlab.store._database import Store
-from agentlab.store._files import remove_database_files
-from agentlab.store._fsync import fsync_dir, fsync_file
-from agentlab.store._migrations import MIGRATIONS, adopt_old_message_postings
-from agentlab.store._naming import agent_path, kebab_case, resolve_root, validate_name
-from agentlab.store._quoting import sql_ident, sql_literal
+from agentlab.store import (
+    MIGRATIONS,
+    Store,
+    adopt_old_message_postings,
+    agent_path,
+    fsync_dir,
+    fsync_file,
+    kebab_case,
+    remove_database_files,
+    resolve_root,
+    sql_ident,
+    sql_literal,
+    validate_name,
+)
 
 __all__ = ["FORMAT", "LARGE_IMPORT", "MANIFEST", "export", "import_", "import_block_size", "read_manifest"]
 

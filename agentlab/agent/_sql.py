@@ -13,7 +13,7 @@ from typing import Any
 
 import duckdb
 
-from agentlab.store._database import Store
+from agentlab.store import Store
 
 __all__ = ["SqlRunner"]
 

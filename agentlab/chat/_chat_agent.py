@@ -32,14 +32,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from agentlab.agent._agent import Agent
+from agentlab.agent import Agent
 from agentlab.chat._api import build_request, call_messages_api
 from agentlab.chat._settings import ChatSettings, build_client, resolve_settings
 from agentlab.chat._tools import Tool, ToolCall, as_tools, run_tool_call
 from agentlab.chat._usage import Usage, record_usage, session_usage, usage_from_api
 from agentlab.errors import ChatError, CompactionError, InvalidClientError, TurnError
-from agentlab.session._messages import UNSET, now_iso
-from agentlab.session._row_size_limit import enforce_row_size_limit
+from agentlab.session import UNSET, enforce_row_size_limit, now_iso
 
 __all__ = ["ChatAgent", "Tool", "ToolCall", "Turn"]
 
@@ -132,7 +131,7 @@ class ChatAgent(Agent):
 
     def create_session(self) -> Any:
         """The session the agent talks in (default: ``Session.create(self)``, the agent's default session)."""
-        from agentlab.session._session import Session
+        from agentlab.session import Session
 
         return Session.create(self)
 

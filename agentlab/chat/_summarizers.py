@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agentlab.context._tokens import estimate_string_tokens
+from agentlab.context import estimate_string_tokens
 
 __all__ = ["EXTRACTIVE_HEADER", "ClaudeSummarizer", "ExtractiveSummarizer", "parse_summary_prompt"]
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentlab.context._block_history import writing_as
+from agentlab.context import writing_as
 
 __all__ = ["Tool", "ToolCall", "as_tools", "run_tool_call"]
 

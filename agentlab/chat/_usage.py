@@ -21,7 +21,7 @@ from typing import Any
 
 from agentlab._checks import INT64_MAX, check_count, check_text
 from agentlab.errors import InvalidArgumentError
-from agentlab.store._database import Store
+from agentlab.store import Store
 
 __all__ = ["Usage", "record_usage", "session_usage", "turn_usage", "usage_from_api", "usage_rows"]
 

@@ -56,7 +56,7 @@ def _has_key() -> bool:
 def run(args: argparse.Namespace, *, stdin: TextIO | None = None, out: TextIO | None = None,
         err: TextIO | None = None) -> int:
     """Run the chat loop; returns the process exit status."""
-    from agentlab.agent._agent import get_agent
+    from agentlab.agent import get_agent
     from agentlab.chat._settings import NO_KEY_HELP
 
     stdin, out, err = stdin or sys.stdin, out or sys.stdout, err or sys.stderr

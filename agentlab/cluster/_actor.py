@@ -78,7 +78,7 @@ class AgentActor:
     def _open(self) -> Any:
         if self._agent is not None and not self._agent.closed:
             return self._agent
-        from agentlab.agent._agent import get_agent
+        from agentlab.agent import get_agent
 
         deadline = time.monotonic() + self._lock_wait
         while True:
@@ -97,7 +97,7 @@ class AgentActor:
         session = self._sessions.get(session_id)
         if session is not None:
             return session
-        from agentlab.session._session import Session
+        from agentlab.session import Session
 
         own = getattr(agent, "session", None)  # a ChatAgent talks in its own, configured default session
         session = own if session_id == "" and isinstance(own, Session) else Session.create(agent, session_id)

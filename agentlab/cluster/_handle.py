@@ -35,7 +35,7 @@ from typing import Any
 
 from agentlab.cluster._actor import LOCK_WAIT, actor_name_for, remote_class
 from agentlab.errors import ActorLostError, AgentClassConflictError, AgentClosedError, AgentlabError, ClusterError
-from agentlab.store._naming import agent_path, resolve_root
+from agentlab.store import agent_path, resolve_root
 
 from ._remote import ensure_ray, require_ray, unwrap
 

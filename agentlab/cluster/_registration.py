@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentlab.agent._backends import register_backend
+from agentlab.agent import register_backend
 from agentlab.eval.runner import register_executor
 
 __all__ = ["register"]

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentlab.agent._agent import Agent
+from agentlab.agent import Agent
 from agentlab.errors import InvalidArgumentError
 
 from ._remote import dispatch, ensure_ray, guarded, process_memory, require_ray, unwrap
@@ -216,7 +216,7 @@ def simulate(dataset: Any, users: int, *, turns: int | None = None, root: Any = 
         InvalidArgumentError: A bad count, an empty dataset, or a root that already holds simulated users.
         ClusterError: Ray could not be reached, or a worker died.
     """
-    from agentlab.store._naming import agent_path, kebab_case, resolve_root
+    from agentlab.store import agent_path, kebab_case, resolve_root
 
     if executor not in ("local", "ray"):
         raise InvalidArgumentError(f"executor must be 'local' or 'ray', not {executor!r}.")

@@ -31,9 +31,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from agentlab.agent._connection import current_connection
-from agentlab.store._clock import clock_of
-from agentlab.store._database import Store
+from agentlab.agent import current_connection
+from agentlab.store import Store, clock_of
 
 __all__ = ["WRITERS", "BlockJournal", "BlockWrite", "block_history", "current_writer", "watch_blocks",
            "writing_as"]

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from agentlab.errors import ContextError
-from agentlab.store._database import Store
+from agentlab.store import Store
 
 if TYPE_CHECKING:
     pass

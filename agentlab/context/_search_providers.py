@@ -20,12 +20,11 @@ from typing import TYPE_CHECKING, Any
 from agentlab._checks import check_amount, check_count
 from agentlab.context._providers import _Labelled, _store_of
 from agentlab.errors import InvalidArgumentError, InvalidSearchError
-from agentlab.search._fusion import fuse_keyed
-from agentlab.store._database import Store
+from agentlab.search import fuse_keyed
+from agentlab.store import Store
 
 if TYPE_CHECKING:
-    from agentlab.search._embedders import Embedder
-    from agentlab.search._vectors import VectorStore
+    from agentlab.search import Embedder, VectorStore
 
 __all__ = ["EntryHit", "FullTextSearchProvider", "HybridSearchProvider", "VectorSearchProvider", "format_hits"]
 
@@ -135,7 +134,7 @@ class VectorSearchProvider(_SearchBase):
     def embedder(self) -> Embedder:
         """The embedder (created on first access when none was given)."""
         if self._embedder is None:
-            from agentlab.search._embedders import MiniLMEmbedder
+            from agentlab.search import MiniLMEmbedder
 
             self._embedder = MiniLMEmbedder()
         return self._embedder
@@ -145,7 +144,7 @@ class VectorSearchProvider(_SearchBase):
         """The underlying :class:`~agentlab.search.VectorStore` (namespace ``"context:<label>"``)."""
         store = _store_of(self._agent)
         if self._vectors is None or self._vectors.store is not store or self._vectors.namespace != self.namespace:
-            from agentlab.search._vectors import VectorStore
+            from agentlab.search import VectorStore
 
             self._vectors = VectorStore(store, self.namespace, self.embedder)
         return self._vectors
@@ -196,7 +195,7 @@ class VectorSearchProvider(_SearchBase):
 
 
 def _fulltext(store: Store, namespace: str) -> Any:
-    from agentlab.search._fulltext import FullTextIndex
+    from agentlab.search import FullTextIndex
 
     return FullTextIndex(store, namespace)
 
@@ -226,7 +225,7 @@ class FullTextSearchProvider(_SearchBase):
     """
 
     def __init__(self, agent: Any, *, label: str | None = None, limit: int = 10, mode: str = "all") -> None:
-        from agentlab.search._fulltext import MODES
+        from agentlab.search import MODES
 
         if mode not in MODES:
             raise InvalidSearchError(f"Unknown search mode {mode!r}; use one of {', '.join(MODES)}.")
@@ -336,7 +335,7 @@ class HybridSearchProvider(_SearchBase):
     def __init__(self, agent: Any, embedder: Embedder | None = None, *, label: str | None = None, rrf_k: float = 60,
                  limit: int = 10, candidates: int = 50, fusion: str = "rrf",
                  weights: tuple[float, float] = (1.0, 1.0)) -> None:
-        from agentlab.search._fusion import FUSION_METHODS
+        from agentlab.search import FUSION_METHODS
 
         self._agent = agent
         self.label = label

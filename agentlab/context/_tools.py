@@ -33,7 +33,10 @@ from agentlab.context._keys import context_entry_key
 from agentlab.context._prompt import ContextBlock, js_round
 from agentlab.context._tokens import js_number_to_string
 
-__all__ = ["TOOL_NAMES", "UNLOADED_PREFIX", "context_tools", "run_tool", "scan_loaded_skills"]
+__all__ = [
+    "TOOL_NAMES", "UNLOADED_PREFIX", "context_tool_calls", "context_tools", "is_loaded_text", "run_tool",
+    "scan_loaded_skills", "tool_result_text",
+]
 
 TOOL_NAMES = ("set_context", "load_context", "unload_context", "search_context")
 
@@ -333,7 +336,7 @@ class _ToolCall:
     field: str  # "content" (Anthropic tool_result) or "output" (AI SDK tool part)
 
 
-def _result_text(value: Any) -> str:
+def tool_result_text(value: Any) -> str:
     if value is None:
         return ""
     if isinstance(value, str):
@@ -343,7 +346,7 @@ def _result_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _context_calls(messages: Iterable[Mapping[str, Any]]) -> Iterable[_ToolCall]:
+def context_tool_calls(messages: Iterable[Mapping[str, Any]]) -> Iterable[_ToolCall]:
     """Every answered load/unload call in conversation order (Anthropic blocks and AI SDK tool parts)."""
     pending: dict[Any, tuple[str, Any, Any]] = {}
     for m_index, message in enumerate(messages):
@@ -361,7 +364,8 @@ def _context_calls(messages: Iterable[Mapping[str, Any]]) -> Iterable[_ToolCall]
             elif kind == "tool_result" and part.get("tool_use_id") in pending:
                 name, label, key = pending.pop(part.get("tool_use_id"))
                 if not part.get("is_error"):
-                    yield _ToolCall(name, label, key, _result_text(part.get("content")), m_index, p_index, "content")
+                    text = tool_result_text(part.get("content"))
+                    yield _ToolCall(name, label, key, text, m_index, p_index, "content")
             else:
                 # AI SDK shapes: upstream matches toolName; the static "tool-<name>" type is accepted too.
                 tool_name = part.get("toolName")
@@ -372,11 +376,11 @@ def _context_calls(messages: Iterable[Mapping[str, Any]]) -> Iterable[_ToolCall]
                     data = given if isinstance(given, Mapping) else {}
                     output = part.get("output", part.get("result"))
                     field = "output" if "output" in part or "result" not in part else "result"
-                    yield _ToolCall(tool_name, data.get("label"), data.get("key"), _result_text(output), m_index,
+                    yield _ToolCall(tool_name, data.get("label"), data.get("key"), tool_result_text(output), m_index,
                                     p_index, field)
 
 
-def _is_loaded_text(call: _ToolCall) -> bool:
+def is_loaded_text(call: _ToolCall) -> bool:
     text = call.text
     return not (
         text.startswith(UNLOADED_PREFIX)
@@ -393,9 +397,9 @@ def scan_loaded_skills(messages: Iterable[Mapping[str, Any]]) -> list[str]:
     a later successful ``unload_context`` removes the skill.
     """
     loaded: dict[str, None] = {}
-    for call in _context_calls(messages):
+    for call in context_tool_calls(messages):
         name = f"{call.label}:{call.key}"
-        if call.name == "load_context" and _is_loaded_text(call):
+        if call.name == "load_context" and is_loaded_text(call):
             loaded[name] = None
         elif call.name == "unload_context" and call.text.startswith("Unloaded "):
             loaded.pop(name, None)

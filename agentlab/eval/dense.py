@@ -17,7 +17,7 @@ from agentlab.eval.units import BaseStrategy, Unit
 if TYPE_CHECKING:
     from agentlab.eval.datasets import Conversation
     from agentlab.eval.embedcache import EmbeddingCache
-    from agentlab.search._embedders import Embedder
+    from agentlab.search import Embedder
 
 __all__ = ["Dense"]
 
@@ -49,7 +49,7 @@ class Dense(BaseStrategy):
         options.setdefault("key", "speaker")
         super().__init__(**options)
         if embedder is None:
-            from agentlab.search._embedders import MiniLMEmbedder
+            from agentlab.search import MiniLMEmbedder
 
             embedder = MiniLMEmbedder()
         self.embedder = embedder
@@ -83,7 +83,7 @@ class Dense(BaseStrategy):
         self._embed_queries([self.query_text(q) for q in queries])
 
     def index(self, units: Sequence[Unit]) -> None:
-        from agentlab.search._faiss_index import VectorIndex
+        from agentlab.search import VectorIndex
 
         self.units = list(units)
         self.vectors = self._cache().encode(self.embedder, [u.text for u in self.units])

@@ -28,8 +28,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from agentlab.search._embedders import Embedder, encode_batched
-from agentlab.search._vectors import content_hash
+from agentlab.search import Embedder, content_hash, encode_batched
 
 if TYPE_CHECKING:
     import duckdb
@@ -53,7 +52,7 @@ WHERE e.model_id = ?
 
 def default_cache_path() -> Path:
     """``$AGENTLAB_HOME/cache/embeddings.duckdb`` (``./agentlab-data/...`` when the variable is unset)."""
-    from agentlab.store._naming import resolve_root
+    from agentlab.store import resolve_root
 
     return resolve_root(None) / "cache" / "embeddings.duckdb"
 

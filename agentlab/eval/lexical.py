@@ -36,7 +36,7 @@ STOP_WORDS = frozenset([
 
 
 def _resolve_tokenizer(tokenizer: str | Callable[[str], list[str]]) -> Callable[[str], list[str]]:
-    from agentlab.search._tokenizer import get_tokenizer
+    from agentlab.search import get_tokenizer
 
     return get_tokenizer(tokenizer)
 
@@ -74,7 +74,7 @@ class BM25(BaseStrategy):
             unknown = sorted(set(self.rm3) - set(RM3_DEFAULTS))
             if unknown:
                 raise ValueError(f"Unknown rm3 option {unknown[0]!r}; use {sorted(RM3_DEFAULTS)}.")
-        from agentlab.search._bm25 import BM25Params
+        from agentlab.search import BM25Params
 
         self.params = BM25Params(k1=k1, b=b, idf=idf, epsilon=epsilon)  # validates idf early
         self.tokenizer = _resolve_tokenizer(tokenizer)
@@ -89,7 +89,7 @@ class BM25(BaseStrategy):
         return [t for t in tokens if t not in self._stop] if self._stop else tokens
 
     def index(self, units: Sequence[Unit]) -> None:
-        from agentlab.search._bm25 import BM25Corpus
+        from agentlab.search import BM25Corpus
 
         self.units = list(units)
         p = self.params
@@ -106,7 +106,7 @@ class BM25(BaseStrategy):
             return np.zeros(0)
         query = self.query_text(query)
         if self.rm3 is not None:
-            from agentlab.search._feedback import rm3_weights
+            from agentlab.search import rm3_weights
 
             weights = rm3_weights(self._corpus, self._tokens(query), **self.rm3)
             return self._corpus.weighted_scores(weights)
@@ -141,7 +141,7 @@ class Phrase(BaseStrategy):
     name = "phrase"
 
     def __init__(self, *, mode: str = "phrase", **options: Any) -> None:
-        from agentlab.search._fulltext import MODES
+        from agentlab.search import MODES
 
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, not {mode!r}.")
@@ -150,8 +150,8 @@ class Phrase(BaseStrategy):
         self._index: Any = None
 
     def index(self, units: Sequence[Unit]) -> None:
-        from agentlab.search._fulltext import FullTextIndex
-        from agentlab.store._database import Store
+        from agentlab.search import FullTextIndex
+        from agentlab.store import Store
 
         self.units = list(units)
         if self._index is None:

@@ -156,7 +156,7 @@ class Policy:
             if self.summarizer == "auto":
                 return "claude" if os.environ.get("ANTHROPIC_API_KEY") else "extractive"
             return self.summarizer
-        from agentlab.chat._summarizers import ClaudeSummarizer, ExtractiveSummarizer
+        from agentlab.chat import ClaudeSummarizer, ExtractiveSummarizer
 
         if isinstance(self.summarizer, ExtractiveSummarizer):
             return "extractive"

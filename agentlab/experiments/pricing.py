@@ -104,7 +104,7 @@ def _texts(value: Any) -> Iterable[str]:
 
 def request_tokens(params: Mapping[str, Any]) -> int:
     """Estimated input tokens of a Messages API body: its system, tool and message texts, 4 per message."""
-    from agentlab.context._tokens import estimate_string_tokens
+    from agentlab.context import estimate_string_tokens
 
     parts = [*_texts(params.get("system")), *_texts(params.get("tools")), *_texts(params.get("messages"))]
     return sum(estimate_string_tokens(p) for p in parts) + 4 * len(params.get("messages") or ())

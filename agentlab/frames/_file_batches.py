@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agentlab.errors import ExportError
-from agentlab.store._quoting import sql_ident, sql_literal
+from agentlab.store import sql_ident, sql_literal
 
 __all__ = ["LEADING", "LISTING", "BatchReader"]
 

@@ -42,7 +42,7 @@ from typing import Any
 
 from agentlab.errors import AgentLockedError, ExportError
 from agentlab.frames._file_batches import LISTING, BatchReader
-from agentlab.store._quoting import sql_ident
+from agentlab.store import sql_ident
 
 __all__ = ["BATCH", "DEFAULT_TABLES", "PROGRESS_FROM", "WORKERS", "MultiAgent", "open_many"]
 
@@ -287,28 +287,13 @@ class MultiAgent:
         Tree columns (depth, branches, compaction coverage) need each agent's own tree: use
         ``session.messages_df()`` for those.
         """
-        from agentlab.session.duckdb import _frame_columns as core
-        from agentlab.session.duckdb import _messages_table as messages_table
+        from agentlab.session import frame_to_pandas, many_messages
 
         if "messages" not in self.tables:
             raise ExportError("None of the attached files has a messages table.")
         with self._lock:
-            table = self.sql.arrow(messages_table.MANY_MESSAGES_FRAME)
-            aliases, seqs = table.column("_alias"), table.column("seq")
-
-            def contents(rows: list[int]) -> list[str]:
-                return [messages_table.content_in(self._connection(), aliases[i].as_py(), seqs[i].as_py())
-                        for i in rows]
-
-            columns = core.part_columns(table.column("_parts"), table.column("_text_null"), contents)
-        table = table.drop_columns(["_alias", "_parts", "_text_null"])
-        for name, values in columns.items():
-            table = table.append_column(name, values)
-        if arrow:
-            return table
-        from agentlab.session.duckdb._frames import _to_pandas
-
-        return _to_pandas(table)
+            table = many_messages(self.sql.arrow, self._connection)
+        return table if arrow else frame_to_pandas(table)
 
     # -- life cycle --------------------------------------------------------------------------------------------
 

@@ -98,7 +98,7 @@ def tokens(session: Any, *, threshold: int | None = None, prompt_tokens: int | N
     """
     import matplotlib.pyplot as plt
 
-    from agentlab.session.duckdb._frames import tokens as tokens_table
+    from agentlab.session import tokens_frame as tokens_table
 
     df = tokens_table(session, threshold=threshold, prompt_tokens=prompt_tokens).to_pandas()
     if ax is None:

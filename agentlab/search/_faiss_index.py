@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from agentlab.errors import EmbedderError
-from agentlab.store._database import Store
+from agentlab.store import Store
 
 __all__ = ["Row", "VectorIndex", "array_view", "single_threaded", "vector_indexes", "vector_matrix"]
 

@@ -45,7 +45,7 @@ from agentlab.search._bm25 import FTS5_BM25, BM25Params, bm25_term, fts5_idf, to
 from agentlab.search._postings import DocTable, arrow_ints, arrow_strings
 from agentlab.search._snippet import snippet
 from agentlab.search._tokenizer import token_strings, tokenize
-from agentlab.store._database import Store
+from agentlab.store import Store
 
 MODES = ("any", "all", "phrase")
 

@@ -27,8 +27,7 @@ import numpy as np
 
 from agentlab.errors import CorruptIndexError
 from agentlab.search._sections import SectionFile, write_sections
-from agentlab.store._files import SEARCH_INDEX_SUFFIX
-from agentlab.store._fsync import fsync_dir
+from agentlab.store import SEARCH_INDEX_SUFFIX, fsync_dir
 
 __all__ = ["FORMAT", "IndexFiles", "index_folder"]
 

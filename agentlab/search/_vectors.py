@@ -34,7 +34,7 @@ from agentlab._checks import check_count, metadata_json
 from agentlab.errors import EmbedderError, InvalidArgumentError
 from agentlab.search._embedders import Embedder, check_embeddings, encode_batched
 from agentlab.search._faiss_index import Row, VectorIndex, array_view, vector_indexes, vector_matrix
-from agentlab.store._database import Store
+from agentlab.store import Store
 
 _NAMESPACE_SQL = "SELECT model_id, dimension, generation FROM vector_namespaces WHERE namespace = ?"
 # The input of a cache rebuild, in two queries: carrying the texts through the join with the

@@ -49,8 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from agentlab._memory import release_freed_memory
-from agentlab.agent import get_agent
-from agentlab.agent._agent import live_agent
+from agentlab.agent import get_agent, live_agent
 from agentlab.errors import AgentlabError, ServeConfigError, ServeRootLockedError
 
 from .protocol import encode, report

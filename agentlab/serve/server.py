@@ -32,7 +32,7 @@ from starlette.websockets import WebSocket
 
 from agentlab.agent import Agent
 from agentlab.errors import AgentlabError, AgentLockedError, ServeConfigError
-from agentlab.store._naming import kebab_case, resolve_root
+from agentlab.store import kebab_case, resolve_root
 
 from .http import NoRoute, Route, match, request_from_scope
 from .hub import Hub, RootLock, default_holder

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from agentlab.context._tokens import (
+from agentlab.context import (
     TokenCounter,
     estimate_message_tokens,
     js_number_to_string,

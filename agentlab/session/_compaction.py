@@ -24,7 +24,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from agentlab.context._tokens import estimate_message_tokens, estimate_string_tokens, normalize_count
+from agentlab.context import estimate_message_tokens, estimate_string_tokens, normalize_count
 from agentlab.errors import CompactionError, InvalidArgumentError, InvalidMessageError, UnknownMessageError
 from agentlab.session._compact_function import COMPACTION_PREFIX
 from agentlab.session._messages import Appended, CompactionRecord

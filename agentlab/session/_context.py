@@ -27,15 +27,22 @@ import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from agentlab.context._block_history import BlockJournal
-from agentlab.context._blocks import ContextBlocks, ContextConfig
-from agentlab.context._prompt import ContextBlock
-from agentlab.context._providers import AgentContextProvider, SkillProvider
-from agentlab.context._tools import _context_calls, _is_loaded_text, _result_text, scan_loaded_skills
+from agentlab.context import (
+    AgentContextProvider,
+    BlockJournal,
+    ContextBlock,
+    ContextBlocks,
+    ContextConfig,
+    SkillProvider,
+    context_tool_calls,
+    is_loaded_text,
+    scan_loaded_skills,
+    tool_result_text,
+)
 from agentlab.errors import ContextError
 
 if TYPE_CHECKING:
-    from agentlab.store._database import Store
+    from agentlab.store import Store
 
 __all__ = ["SessionContext"]
 
@@ -206,8 +213,8 @@ class SessionContext:
         """Replace the newest loaded text of ``label:key`` in history by the marker, archiving the text first."""
         try:
             history = self.session.get_history()
-            calls = [c for c in _context_calls(history)
-                     if c.name == "load_context" and c.label == label and c.key == key and _is_loaded_text(c)]
+            calls = [c for c in context_tool_calls(history)
+                     if c.name == "load_context" and c.label == label and c.key == key and is_loaded_text(c)]
             if not calls:
                 return
             call = calls[-1]
@@ -244,4 +251,4 @@ class SessionContext:
             """,
             [self.session.session_id, label, key],
         ).fetchall()
-        return _result_text(json.loads(rows[0][0])) if rows else None
+        return tool_result_text(json.loads(rows[0][0])) if rows else None

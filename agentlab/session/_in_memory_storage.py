@@ -27,9 +27,7 @@ from typing import Any
 import numpy as np
 
 from agentlab.errors import InvalidMessageError, UnknownMessageError
-from agentlab.search._bm25 import FTS5_BM25, bm25_term, fts5_idf
-from agentlab.search._fulltext import query_phrases, snippet
-from agentlab.search._tokenizer import tokenize
+from agentlab.search import FTS5_BM25, bm25_term, fts5_idf, query_phrases, snippet, tokenize
 from agentlab.session._messages import (
     DEFAULT_MAX_DEPTH,
     UNSET,

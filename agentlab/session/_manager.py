@@ -34,9 +34,7 @@ from agentlab.session._session import Session
 from agentlab.session.duckdb._compactions_table import delete_events
 from agentlab.session.duckdb._search import search_tree
 from agentlab.session.duckdb._tree import tree_of
-from agentlab.store._clock import clock_of
-from agentlab.store._database import Store
-from agentlab.store._naming import validate_name
+from agentlab.store import Store, clock_of, validate_name
 
 __all__ = ["SESSION_SEARCH_TOOL", "SessionInfo", "SessionManager"]
 

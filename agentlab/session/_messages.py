@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from typing import Any, NamedTuple, NoReturn
 
 from agentlab.errors import InvalidMessageError, InvalidSearchError
-from agentlab.search._fulltext import MODES
+from agentlab.search import MODES
 
 __all__ = ["DEFAULT_MAX_DEPTH", "MAX_MESSAGE_NESTING", "OVERFLOW_MODES", "UNSET", "Appended", "CompactionRecord",
            "History", "RecentHistory", "RowStat", "SearchHit", "check_search", "keep_messages", "message_text",

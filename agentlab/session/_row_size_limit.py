@@ -28,7 +28,7 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from agentlab.context._tokens import utf16_len, utf16_prefix
+from agentlab.context import utf16_len, utf16_prefix
 from agentlab.errors import RowSizeWarning
 from agentlab.session._truncation import _truncate_content_blocks, truncate_tool_output
 

@@ -24,8 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from agentlab._hooks import Accessor
-from agentlab.context._blocks import ContextBlocks
-from agentlab.context._prompt import ContextBlock
+from agentlab.context import ContextBlock, ContextBlocks
 from agentlab.errors import SessionError
 from agentlab.session import _conversations as conversations
 from agentlab.session._compact_function import truncate_older_messages

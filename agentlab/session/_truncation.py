@@ -17,7 +17,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentlab.context._tokens import js_stringify, utf16_len, utf16_prefix
+from agentlab.context import js_stringify, utf16_len, utf16_prefix
 
 __all__ = ["truncate_older_messages", "truncate_tool_output"]
 

@@ -126,7 +126,7 @@ class BranchTree(RequestWidget):
 
     def _nodes(self) -> list[tuple[str, str | None, str, int]]:
         from agentlab.errors import SessionError
-        from agentlab.session._storage_contract import OutlineStorage
+        from agentlab.session import OutlineStorage
 
         storage = self.session.storage
         if not isinstance(storage, OutlineStorage):

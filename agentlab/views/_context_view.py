@@ -27,9 +27,15 @@ from typing import Any
 
 import traitlets as t
 
-from agentlab.context._block_history import block_history, watch_blocks
-from agentlab.context._prompt import SEPARATOR, js_round, render_block, render_prompt
-from agentlab.context._tokens import estimate_string_tokens
+from agentlab.context import (
+    SEPARATOR,
+    block_history,
+    estimate_string_tokens,
+    js_round,
+    render_block,
+    render_prompt,
+    watch_blocks,
+)
 
 from ._base import STATIC, RequestWidget, esc
 from ._timeline import stamp, timeline_row

@@ -37,8 +37,7 @@ def _label(session_id: str, name: str | None) -> str:
 def stored_sessions(agent: Any) -> list[tuple[str, str]]:
     """``(label, session id)`` of every session of ``agent``'s file that stores messages or has a row, most
     recently active first."""
-    from agentlab.session._manager import SessionManager
-    from agentlab.session.duckdb._tree import tree_of
+    from agentlab.session import SessionManager, tree_of
 
     active = tree_of(agent.store).active_sessions()
     rows = {info.id: info for info in SessionManager(agent).list()}
@@ -101,7 +100,7 @@ class Dashboard(widgets.VBox):
         return head
 
     def _pick(self, change: dict[str, Any]) -> None:
-        from agentlab.session._session import Session
+        from agentlab.session import Session
 
         for part in (self.context, self.tree):
             if part is not None:
@@ -145,7 +144,7 @@ def for_agent(agent: Any) -> Dashboard:
     session = getattr(agent, "session", None)
     if session is not None and hasattr(session, "subscribe"):
         return Dashboard(agent, session)
-    from agentlab.session._session import Session
+    from agentlab.session import Session
 
     sessions = stored_sessions(agent)
     if not sessions:

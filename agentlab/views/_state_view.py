@@ -24,7 +24,7 @@ from typing import Any
 
 import traitlets as t
 
-from agentlab.agent._state import read_state_meta
+from agentlab.agent import read_state_meta
 from agentlab.errors import AgentClosedError, AgentlabError
 
 from ._base import STATIC, RequestWidget, esc, short_json

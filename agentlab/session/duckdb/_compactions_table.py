@@ -16,8 +16,7 @@ import uuid
 from typing import Any
 
 from agentlab.session._messages import CompactionRecord
-from agentlab.store._clock import clock_of
-from agentlab.store._database import Store
+from agentlab.store import Store, clock_of
 
 __all__ = [
     "COUNT", "delete_compactions", "delete_events", "insert_compaction", "load_compactions", "load_events",

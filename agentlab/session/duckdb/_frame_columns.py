@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agentlab.context._tokens import estimate_message_tokens, estimate_string_tokens
+from agentlab.context import estimate_message_tokens, estimate_string_tokens
 
 # Fields of a part that the estimate or the text column read, all as VARCHAR: json_transform then gives a string
 # value unquoted and any other value as its JSON text, which is exactly what estimate_value_tokens measures.

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from agentlab.context._tokens import estimate_string_tokens
+from agentlab.context import estimate_string_tokens
 from agentlab.session.duckdb import _frame_columns as core
 from agentlab.session.duckdb import _messages_table as messages_table
 from agentlab.session.duckdb._tree_columns import View, overlay_tokens, scope, where
@@ -251,7 +251,7 @@ def blocks(target: Any) -> Any:
     """
     import pyarrow as pa
 
-    from agentlab.context._providers import provider_kind
+    from agentlab.context import provider_kind
 
     context = getattr(target, "context", None) if hasattr(type(target), "context") else None
     rows: list[dict[str, Any]] = []
@@ -305,7 +305,7 @@ def blocks(target: Any) -> Any:
 
 def _stored_key(provider: Any, kind: str | None) -> dict[str, str | None]:
     # Where a block stored in the agent keeps its row: (session id, label), and the legacy name it may read.
-    from agentlab.context._providers import legacy_block_name
+    from agentlab.context import legacy_block_name
 
     key = None
     if kind == "writable":
@@ -374,13 +374,38 @@ def usage(target: Any) -> Any:
 # --- methods ---------------------------------------------------------------------------------------------------
 
 
-def _to_pandas(table: Any) -> Any:
+def frame_to_pandas(table: Any) -> Any:
     """Arrow -> pandas, keeping list columns (``part_kinds``) as Arrow-backed: unpacking them into one numpy array
     per row would cost more than the rest of the conversion together."""
     import pandas as pd
     import pyarrow as pa
 
     return table.to_pandas(types_mapper=lambda t: pd.ArrowDtype(t) if pa.types.is_list(t) else None)
+
+
+def many_messages(run: Callable[[str], Any], connection: Callable[[], Any]) -> Any:
+    """The messages frame (Arrow) of many attached files, from their stacked ``messages`` table.
+
+    Args:
+        run: Runs a query over the stacked tables (which carry ``agent``, ``agent_class`` and ``_alias``) and
+            returns an Arrow table.
+        connection: Gives a connection to read single rows of the stacked table from.
+
+    Returns:
+        ``agent``, ``agent_class``, ``session_id``, ``seq``, ``id``, ``parent_id``, ``role``, ``created_at``,
+        ``n_parts``, ``part_kinds``, ``text`` and ``tokens``, ordered by agent, file and seq.
+    """
+    table = run(messages_table.MANY_MESSAGES_FRAME)
+    aliases, seqs = table.column("_alias"), table.column("seq")
+
+    def contents(rows: list[int]) -> list[str]:
+        return [messages_table.content_in(connection(), aliases[i].as_py(), seqs[i].as_py()) for i in rows]
+
+    columns = core.part_columns(table.column("_parts"), table.column("_text_null"), contents)
+    table = table.drop_columns(["_alias", "_parts", "_text_null"])
+    for name, values in columns.items():
+        table = table.append_column(name, values)
+    return table
 
 
 class _BoundFrame:
@@ -391,7 +416,7 @@ class _BoundFrame:
         self.__doc__ = build.__doc__
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return _to_pandas(self._build(self._obj, *args, **kwargs))
+        return frame_to_pandas(self._build(self._obj, *args, **kwargs))
 
     def arrow(self, *args: Any, **kwargs: Any) -> Any:
         """The same rows as a pyarrow Table (no pandas copy)."""

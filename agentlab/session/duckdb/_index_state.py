@@ -20,15 +20,20 @@ import numpy as np
 
 from agentlab._memory import release_freed_memory
 from agentlab.errors import CorruptIndexError, SearchIndexWarning
-from agentlab.search._index_files import IndexFiles
-from agentlab.search._lexicon import Lexicon
-from agentlab.search._postings import arrow_ints, arrow_strings, numpy_ints
-from agentlab.search._searcher import BufferPart, SegmentPart
-from agentlab.search._segment import Segment, build_segment
-from agentlab.search._segment_merge import merge_segments
+from agentlab.search import (
+    BufferPart,
+    IndexFiles,
+    Lexicon,
+    Segment,
+    SegmentPart,
+    arrow_ints,
+    arrow_strings,
+    build_segment,
+    merge_segments,
+    numpy_ints,
+)
 from agentlab.session.duckdb import _messages_table as messages_table
-from agentlab.store._database import MEMORY, Store
-from agentlab.store._stamp import file_stamp
+from agentlab.store import MEMORY, Store, file_stamp
 
 __all__ = ["BUILD_DOCS", "FLUSH_DOCS", "FLUSH_TOKENS", "MAX_SEGMENTS", "MERGE_AT_ONCE", "PERSIST_MIN_DOCS",
            "IndexState"]

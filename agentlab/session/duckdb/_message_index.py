@@ -41,12 +41,10 @@ from collections.abc import Collection, Iterable
 from typing import Any
 
 from agentlab.errors import CorruptIndexError, InvalidSearchError
-from agentlab.search._bm25 import FTS5_BM25, BM25Params
-from agentlab.search._fulltext import MODES, Hit, query_phrases, snippet
-from agentlab.search._searcher import as_seqs, search_parts
+from agentlab.search import FTS5_BM25, MODES, BM25Params, Hit, as_seqs, query_phrases, search_parts, snippet
 from agentlab.session.duckdb._index_state import IndexState
 from agentlab.session.duckdb._messages_table import count_indexed
-from agentlab.store._database import Store
+from agentlab.store import Store
 
 __all__ = ["MessageIndex"]
 

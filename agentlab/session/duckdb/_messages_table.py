@@ -20,9 +20,7 @@ import re
 from datetime import datetime
 from typing import Any
 
-from agentlab.search._postings import arrow_ints, arrow_optional_strings, arrow_strings
-from agentlab.search._token_arrays import token_array
-from agentlab.search._tokenizer import tokenize
+from agentlab.search import arrow_ints, arrow_optional_strings, arrow_strings, token_array, tokenize
 from agentlab.session._messages import message_text
 from agentlab.session.duckdb._frame_columns import PARTS, PARTS_SCHEMA, TEXT_NULL, TOOL_SCHEMA, json_text
 

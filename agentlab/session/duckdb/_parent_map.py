@@ -34,7 +34,7 @@ __all__ = ["RowMap"]
 
 
 def _ints(array: Any, dtype: Any) -> np.ndarray:
-    from agentlab.search._postings import numpy_ints
+    from agentlab.search import numpy_ints
 
     return numpy_ints(array).astype(dtype, copy=False)
 
@@ -86,12 +86,12 @@ class RowMap:
         n = table.num_rows
         if not n:
             return self
-        from agentlab.search._segment import utf8_buffers
+        from agentlab.search import utf8_buffers
 
         seq = _ints(table.column("seq"), np.int64)
         if n > 1 and not bool(np.all(seq[1:] > seq[:-1])):  # written out of order (SQL from outside)
             order = np.argsort(seq, kind="stable")
-            from agentlab.search._postings import arrow_ints
+            from agentlab.search import arrow_ints
 
             table = table.take(arrow_ints(order))
             seq = seq[order]

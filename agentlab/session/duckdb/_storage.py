@@ -23,7 +23,7 @@ from agentlab.session._messages import DEFAULT_MAX_DEPTH, UNSET, Appended, Compa
 from agentlab.session.duckdb._compactions_table import load_events, record_event
 from agentlab.session.duckdb._search import search_tree
 from agentlab.session.duckdb._tree import MessageTree, tree_of
-from agentlab.store._database import Store
+from agentlab.store import Store
 
 __all__ = ["DuckDBSessionStorage", "resolve_owner"]
 

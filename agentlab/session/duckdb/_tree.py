@@ -51,8 +51,7 @@ from agentlab.session.duckdb._compactions_table import delete_compactions, inser
 from agentlab.session.duckdb._contents import gc_paused
 from agentlab.session.duckdb._messages_table import insert_one, insert_rows, search_tokens
 from agentlab.session.duckdb._tree_index import ForkPoint, TreeIndex
-from agentlab.store._clock import clock_of
-from agentlab.store._database import Store
+from agentlab.store import Store, clock_of
 
 __all__ = ["ForkPoint", "MessageTree", "tree_of"]
 

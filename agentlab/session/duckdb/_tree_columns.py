@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from agentlab.context._tokens import estimate_string_tokens
+from agentlab.context import estimate_string_tokens
 from agentlab.session._messages import DEFAULT_MAX_DEPTH
 
 

@@ -31,7 +31,7 @@ from agentlab.session.duckdb import _messages_table as messages_table
 from agentlab.session.duckdb._compactions_table import load_compactions
 from agentlab.session.duckdb._contents import ContentCache
 from agentlab.session.duckdb._parent_map import RowMap
-from agentlab.store._database import Store
+from agentlab.store import Store
 
 __all__ = ["ForkPoint", "TreeIndex"]
 
