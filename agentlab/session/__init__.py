@@ -9,17 +9,21 @@ from agentlab.session._messages import UNSET, Appended, CompactionRecord, Recent
 from agentlab.session._row_size_limit import enforce_row_size_limit
 from agentlab.session._session import Session
 from agentlab.session._storage_contract import OutlineStorage, SearchableStorage, SessionStorage
-from agentlab.session.duckdb._frames import blocks as blocks_frame
-from agentlab.session.duckdb._frames import blocks_history as blocks_history_frame
-from agentlab.session.duckdb._frames import bound_frame, frame_to_pandas, many_messages
-from agentlab.session.duckdb._frames import branches as branches_frame
-from agentlab.session.duckdb._frames import compactions as compactions_frame
-from agentlab.session.duckdb._frames import messages as messages_frame
-from agentlab.session.duckdb._frames import tokens as tokens_frame
-from agentlab.session.duckdb._frames import tool_calls as tool_calls_frame
-from agentlab.session.duckdb._frames import usage as usage_frame
-from agentlab.session.duckdb._storage import DuckDBSessionStorage
-from agentlab.session.duckdb._tree import tree_of
+from agentlab.session.duckdb import (
+    DuckDBSessionStorage,
+    blocks_frame,
+    blocks_history_frame,
+    bound_frame,
+    branches_frame,
+    compactions_frame,
+    frame_to_pandas,
+    many_messages,
+    messages_frame,
+    tokens_frame,
+    tool_calls_frame,
+    tree_of,
+    usage_frame,
+)
 
 __all__ = [
     "UNSET",

@@ -31,9 +31,7 @@ from agentlab._checks import INT64_MAX, check_amount, check_count, check_text
 from agentlab.errors import ForkedHistoryError, InvalidArgumentError, UnknownMessageError, UnknownSessionError
 from agentlab.session._messages import SearchHit
 from agentlab.session._session import Session
-from agentlab.session.duckdb._compactions_table import delete_events
-from agentlab.session.duckdb._search import search_tree
-from agentlab.session.duckdb._tree import tree_of
+from agentlab.session.duckdb import delete_events, search_tree, tree_of
 from agentlab.store import Store, clock_of, validate_name
 
 __all__ = ["SESSION_SEARCH_TOOL", "SessionInfo", "SessionManager"]

@@ -44,7 +44,7 @@ from agentlab.session._messages import (
     SearchHit,
 )
 from agentlab.session._storage_contract import SearchableStorage
-from agentlab.session.duckdb._storage import resolve_owner
+from agentlab.session.duckdb import resolve_owner
 
 __all__ = ["UNSET", "SearchHit", "Session"]
 
