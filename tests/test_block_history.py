@@ -167,7 +167,7 @@ class TestTheTableAndItsExports:
                                        "old_content", "new_content", "old_tokens", "new_tokens"]
         assert frame[["label", "new_content", "old_tokens", "new_tokens"]].values.tolist() == [
             ["memory", "Hello world", 0, 3]]
-        everything = agent.blocks_history_df.arrow()
+        everything = agentlab.frames.blocks_history(agent)  # a plain Agent: the frame function
         assert everything.column("session_id").to_pylist() == ["x", "y"]
         assert everything.column("new_tokens").to_pylist() == [3, 100]
 

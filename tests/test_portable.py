@@ -8,6 +8,7 @@ import os
 import duckdb
 import pytest
 
+from agentlab import frames
 from agentlab.agent._agent import Agent, get_agent
 from agentlab.agent._portable import MANIFEST, export, import_, read_manifest
 from agentlab.chat._usage import Usage, record_usage
@@ -90,8 +91,8 @@ class TestExportImportRoundTrip:
         assert [m["id"] for m in ours] == [m["id"] for m in theirs]
         assert [m["parts"] for m in ours] == [m["parts"] for m in theirs]
         assert restored.state == source.state
-        assert source.messages_df().equals(restored.messages_df())
-        assert source.compactions_df().equals(restored.compactions_df())
+        assert frames.messages(source).equals(frames.messages(restored))
+        assert frames.compactions(source).equals(frames.compactions(restored))
         restored.close()
 
     def test_an_export_from_before_m060_gets_its_message_postings_back(self, source, tmp_path):

@@ -104,6 +104,10 @@ class Recorder(Agent):
         return {1, 2}
 
     @rpc()
+    def lone_surrogate(self):
+        return {"text": "half \ud800 a pair"}  # json.dumps accepts it; no UTF-8 frame can carry it
+
+    @rpc()
     def slow(self, seconds, label):
         began = time.monotonic()
         time.sleep(seconds)
@@ -411,6 +415,8 @@ class TestProtocol:
             assert str(caught.value) == text and caught.value.method == method
         with pytest.raises(RpcError, match="method's result is not JSON"):
             client.call("not_json")
+        with pytest.raises(RpcError, match=r"result is not JSON \(at method's result\[\"text\"\]: .*lone surrogate"):
+            client.call("lone_surrogate")
         with pytest.raises(RpcError, match="takes from 1 to 2 positional arguments"):
             client.call("add", 1, 2, 3)
         chunks = []

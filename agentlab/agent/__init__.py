@@ -5,13 +5,14 @@ from agentlab.agent._agent import NOT_SET, Agent, SqlRunner, get_agent, live_age
 from agentlab.agent._backends import register_backend
 from agentlab.agent._connection import Connection, current_connection
 from agentlab.agent._portable import export, import_, read_manifest
-from agentlab.agent._state import read_state_meta
+from agentlab.agent._state import check_json, read_state_meta
 
 __all__ = [
     "NOT_SET",
     "Agent",
     "Connection",
     "SqlRunner",
+    "check_json",
     "current_connection",
     "export",
     "get_agent",

@@ -20,9 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from agentlab._hooks import Accessor
 from agentlab.agent._backends import backend_names, backend_opener
 from agentlab.agent._connection import Connection, Frame, current_connection
+from agentlab.agent._export import export as export_agent
 from agentlab.agent._sql import SqlRunner
 from agentlab.agent._state import delete_state_row, read_state_row, to_json, write_state_row
 from agentlab.errors import (
@@ -487,21 +487,13 @@ class Agent:
         """Decide whether a served client gets identity, state and MCP frames (default: yes); RPC works anyway."""
         return True
 
-    # -- notebook accessors (implemented by agentlab.frames and agentlab.views, bound by the package) --------------
+    def export(self, folder: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
+        """Write every table of this agent to Parquet files in ``folder``, with a manifest
+        (:func:`agentlab.agent.export`).
 
-    show = Accessor("agent.show", "A live notebook dashboard of this agent: its state, plus the context and tree of "
-                    "its ``session`` attribute, else of the sessions stored in its file (with a picker).", call=True)
-    messages_df = Accessor("agent.messages_df", "Every stored message of every session, one row each (call for "
-                           "pandas, ``.arrow()`` for Arrow).")
-    branches_df = Accessor("agent.branches_df", "Every branch point of every session.")
-    compactions_df = Accessor("agent.compactions_df", "Every compaction and compaction event of every session.")
-    blocks_history_df = Accessor("agent.blocks_history_df", "Every write to a writable block of every session.")
-    tool_calls_df = Accessor("agent.tool_calls_df", "Every tool call with its result, across sessions.")
-    usage_df = Accessor("agent.usage_df", "Token usage of every Messages API call.")
-
-    export = Accessor("agent.export", "``agent.export(folder, overwrite=False)``: write every table of this agent "
-                      "to Parquet files in ``folder``, with a manifest; restore it with :func:`agentlab.import_` "
-                      "(see :func:`agentlab.agent.export`).", call=True)
+        Restore it with :func:`agentlab.import_`.
+        """
+        return export_agent(self, folder, overwrite=overwrite)
 
 
 def get_agent(

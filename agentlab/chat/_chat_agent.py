@@ -38,7 +38,7 @@ from agentlab.chat._settings import ChatSettings, build_client, resolve_settings
 from agentlab.chat._tools import Tool, ToolCall, as_tools, run_tool_call
 from agentlab.chat._usage import Usage, record_usage, session_usage, usage_from_api
 from agentlab.errors import ChatError, CompactionError, InvalidClientError, TurnError
-from agentlab.session import UNSET, enforce_row_size_limit, now_iso
+from agentlab.session import UNSET, AgentFrames, enforce_row_size_limit, now_iso
 
 __all__ = ["ChatAgent", "Tool", "ToolCall", "Turn"]
 
@@ -97,7 +97,7 @@ def _final_text(content: Sequence[Mapping[str, Any]]) -> str:
     return "\n\n".join(b["text"] for b in content if b.get("type") == "text" and isinstance(b.get("text"), str))
 
 
-class ChatAgent(Agent):
+class ChatAgent(AgentFrames, Agent):
     """An :class:`~agentlab.agent.Agent` with a session and a Claude tool loop.
 
     Subclass it, add context blocks in :meth:`configure_session`, and reach it with ``get_agent``::

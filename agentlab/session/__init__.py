@@ -10,10 +10,12 @@ from agentlab.session._row_size_limit import enforce_row_size_limit
 from agentlab.session._session import Session
 from agentlab.session._storage_contract import OutlineStorage, SearchableStorage, SessionStorage
 from agentlab.session.duckdb import (
+    AgentFrames,
+    BoundFrame,
     DuckDBSessionStorage,
+    SessionFrames,
     blocks_frame,
     blocks_history_frame,
-    bound_frame,
     branches_frame,
     compactions_frame,
     frame_to_pandas,
@@ -27,7 +29,9 @@ from agentlab.session.duckdb import (
 
 __all__ = [
     "UNSET",
+    "AgentFrames",
     "Appended",
+    "BoundFrame",
     "CompactionRecord",
     "DuckDBSessionStorage",
     "InMemorySessionStorage",
@@ -37,13 +41,13 @@ __all__ = [
     "SearchHit",
     "SearchableStorage",
     "Session",
+    "SessionFrames",
     "SessionInfo",
     "SessionManager",
     "SessionStorage",
     "apply_compactions",
     "blocks_frame",
     "blocks_history_frame",
-    "bound_frame",
     "branches_frame",
     "compactions_frame",
     "create_compact_function",

@@ -23,7 +23,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from agentlab._hooks import Accessor
 from agentlab.context import ContextBlock, ContextBlocks
 from agentlab.errors import SessionError
 from agentlab.session import _conversations as conversations
@@ -44,14 +43,14 @@ from agentlab.session._messages import (
     SearchHit,
 )
 from agentlab.session._storage_contract import SearchableStorage
-from agentlab.session.duckdb import resolve_owner
+from agentlab.session.duckdb import SessionFrames, resolve_owner
 
 __all__ = ["UNSET", "SearchHit", "Session"]
 
 Event = dict[str, Any]
 
 
-class Session:
+class Session(SessionFrames):
     """One conversation (session id) of an agent: a branching message tree with search and compaction.
 
     Args:
@@ -483,15 +482,3 @@ class Session:
         """The text that ``unload_context`` last removed from this conversation for ``label:key``, or None."""
         return self.session_context.unloaded_skill_text(label, key)
 
-    # -- notebook accessors (implemented by agentlab.frames and agentlab.views, bound by the package) --------------
-
-    show = Accessor("session.show", "A live dashboard: the agent's state, the context blocks, the tree.", call=True)
-    messages_df = Accessor("session.messages_df", "One row per stored message of this session (call for pandas, "
-                           "``.arrow()`` for Arrow).")
-    branches_df = Accessor("session.branches_df", "One row per branch point of this session.")
-    compactions_df = Accessor("session.compactions_df", "Every compaction and compaction event of this session.")
-    tokens_df = Accessor("session.tokens_df", "The token estimate along the current branch, message by message.")
-    blocks_df = Accessor("session.blocks_df", "One row per context block, with its stored text and tokens.")
-    blocks_history_df = Accessor("session.blocks_history_df", "Every write to a writable block: who, when, old, new.")
-    tool_calls_df = Accessor("session.tool_calls_df", "Every tool call of this session with its result.")
-    usage_df = Accessor("session.usage_df", "Token usage of this session's Messages API calls.")

@@ -2,7 +2,7 @@
 
 from agentlab.views._branch_tree import BranchTree
 from agentlab.views._context_view import ContextView
-from agentlab.views._dashboard import Dashboard, for_agent, for_session
+from agentlab.views._dashboard import Dashboard, for_agent, for_session, show
 from agentlab.views._state_view import StateView
 
 __all__ = [
@@ -12,4 +12,5 @@ __all__ = [
     "StateView",
     "for_agent",
     "for_session",
+    "show",
 ]

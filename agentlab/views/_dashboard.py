@@ -1,9 +1,9 @@
-"""The dashboard returned by ``agent.show()`` and ``session.show()``: the three views in one box.
+"""The dashboard returned by ``show(agent)`` and ``show(session)``: the three views in one box.
 
 Layout: the state view and the context view side by side, the branch tree below them. Each part is
 an independent live client of the agent or session, so the dashboard needs little wiring of its own.
 
-``agent.show()`` on an agent with a ``session`` attribute (a :class:`~agentlab.chat.ChatAgent`) shows that
+``show(agent)`` on an agent with a ``session`` attribute (a :class:`~agentlab.chat.ChatAgent`) shows that
 session. On any other agent it looks in the file: when sessions store messages (or have rows in the
 ``sessions`` table), it shows the most recently active one, with a picker to switch between them. Such a
 session is read through a :class:`~agentlab.session.Session` object of the dashboard's own, so the dashboard
@@ -155,3 +155,10 @@ def for_agent(agent: Any) -> Dashboard:
 def for_session(session: Any) -> Dashboard:
     """The dashboard of a session: its agent's state (if it has an agent), its context and its tree."""
     return Dashboard(getattr(session, "agent", None), session)
+
+
+def show(target: Any) -> Dashboard:
+    """A live notebook dashboard of an agent (:func:`for_agent`) or a session (:func:`for_session`)."""
+    from agentlab.session import Session
+
+    return for_session(target) if isinstance(target, Session) else for_agent(target)

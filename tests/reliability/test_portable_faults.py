@@ -102,7 +102,7 @@ class TestKilledExport:
         old_files, old = files(dest), digest(pad)
         add(pad, 300, 100)
         pad.close()
-        kill_at("export", "agentlab.agent._portable:_version", tmp_path / "home", dest)  # every table written, no manifest
+        kill_at("export", "agentlab.agent._export:_version", tmp_path / "home", dest)  # every table written, no manifest
         assert files(dest) == old_files
         beside = [p for p in dest.parent.iterdir() if p != dest]
         assert len(beside) == 1 and not (beside[0] / MANIFEST).exists()

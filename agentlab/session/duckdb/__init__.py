@@ -6,7 +6,7 @@ and the frames call it. The rest of the session layer uses the names below.
 """
 
 from agentlab.session.duckdb._compactions_table import delete_events
-from agentlab.session.duckdb._frames import FRAMES, bound_frame, frame_to_pandas, many_messages
+from agentlab.session.duckdb._frames import AgentFrames, BoundFrame, SessionFrames, frame_to_pandas, many_messages
 from agentlab.session.duckdb._frames import blocks as blocks_frame
 from agentlab.session.duckdb._frames import blocks_history as blocks_history_frame
 from agentlab.session.duckdb._frames import branches as branches_frame
@@ -20,12 +20,13 @@ from agentlab.session.duckdb._storage import DuckDBSessionStorage, resolve_owner
 from agentlab.session.duckdb._tree import MessageTree, tree_of
 
 __all__ = [
-    "FRAMES",
+    "AgentFrames",
+    "BoundFrame",
     "DuckDBSessionStorage",
     "MessageTree",
+    "SessionFrames",
     "blocks_frame",
     "blocks_history_frame",
-    "bound_frame",
     "branches_frame",
     "compactions_frame",
     "delete_events",

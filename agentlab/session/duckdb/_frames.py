@@ -26,8 +26,10 @@ from agentlab.session.duckdb import _frame_columns as core
 from agentlab.session.duckdb import _messages_table as messages_table
 from agentlab.session.duckdb._tree_columns import View, overlay_tokens, scope, where
 
-__all__ = ["FRAMES", "blocks", "blocks_history", "bound_frame", "branches", "compactions", "messages", "tokens",
-           "tool_calls", "usage"]
+__all__ = [
+    "AgentFrames", "BoundFrame", "SessionFrames", "blocks", "blocks_history", "branches", "compactions",
+    "frame_to_pandas", "many_messages", "messages", "tokens", "tool_calls", "usage",
+]
 
 _COMPACTIONS_SQL = """
 SELECT seq, 'compaction' AS kind, created_at, session_id, id, trigger, leaf_id, from_message_id, to_message_id,
@@ -408,7 +410,7 @@ def many_messages(run: Callable[[str], Any], connection: Callable[[], Any]) -> A
     return table
 
 
-class _BoundFrame:
+class BoundFrame:
     """A frame of one session or agent: a DataFrame when called, a pyarrow Table from ``.arrow(...)``."""
 
     def __init__(self, build: Callable[..., Any], obj: Any) -> None:
@@ -426,19 +428,53 @@ class _BoundFrame:
         return f"<frame {self._build.__name__} of {self._obj!r}>"
 
 
-FRAMES: dict[str, Callable[..., Any]] = {
-    "messages": messages,
-    "branches": branches,
-    "compactions": compactions,
-    "tokens": tokens,
-    "blocks": blocks,
-    "blocks_history": blocks_history,
-    "tool_calls": tool_calls,
-    "usage": usage,
-}
-"""The frames a session offers as ``session.<name>_df``; an agent offers all but ``tokens`` and ``blocks``."""
+class AgentFrames:
+    """The frames of every session stored in an agent's file, as properties of the agent (a mixin).
+
+    Each property is a :class:`BoundFrame`: call it for a pandas DataFrame, ``.arrow()`` for the pyarrow Table.
+    """
+
+    @property
+    def messages_df(self) -> BoundFrame:
+        """Every stored message of every session, one row each (:func:`messages`)."""
+        return BoundFrame(messages, self)
+
+    @property
+    def branches_df(self) -> BoundFrame:
+        """Every branch point of every session (:func:`branches`)."""
+        return BoundFrame(branches, self)
+
+    @property
+    def compactions_df(self) -> BoundFrame:
+        """Every compaction and compaction event of every session (:func:`compactions`)."""
+        return BoundFrame(compactions, self)
+
+    @property
+    def blocks_history_df(self) -> BoundFrame:
+        """Every write to a writable block of every session (:func:`blocks_history`)."""
+        return BoundFrame(blocks_history, self)
+
+    @property
+    def tool_calls_df(self) -> BoundFrame:
+        """Every tool call with its result, across sessions (:func:`tool_calls`)."""
+        return BoundFrame(tool_calls, self)
+
+    @property
+    def usage_df(self) -> BoundFrame:
+        """Token usage of every Messages API call (:func:`usage`)."""
+        return BoundFrame(usage, self)
 
 
-def bound_frame(name: str, owner: Any) -> _BoundFrame:
-    """``owner.<name>_df``: call it for a pandas DataFrame, ``.arrow()`` for the pyarrow Table."""
-    return _BoundFrame(FRAMES[name], owner)
+class SessionFrames(AgentFrames):
+    """The frames of one session, as properties of the session (a mixin): those of :class:`AgentFrames`, limited
+    to the session, plus its token estimate and its context blocks."""
+
+    @property
+    def tokens_df(self) -> BoundFrame:
+        """The token estimate along the current branch, message by message (:func:`tokens`)."""
+        return BoundFrame(tokens, self)
+
+    @property
+    def blocks_df(self) -> BoundFrame:
+        """One row per context block, with its stored text and tokens (:func:`blocks`)."""
+        return BoundFrame(blocks, self)
