@@ -24,11 +24,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _timing import machine_check, percentiles, row  # noqa: E402
+from _timing import machine_check, percentiles, row
 
-from agentlab import get_agent  # noqa: E402
-from agentlab.chat._chat_agent import ChatAgent  # noqa: E402
-from agentlab.chat._offline import OfflineClaude  # noqa: E402
+from agentlab import get_agent
+from agentlab.chat._chat_agent import ChatAgent
+from agentlab.chat._offline import OfflineClaude
 
 WORDS = ("the model keeps a memory of what the user said about trips budgets food flights hotels and family "
          "so that later answers can use it without asking again").split()

@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agentlab.agent._agent import Agent, get_agent  # noqa: E402
-from agentlab.session._session import Session  # noqa: E402
+from agentlab.agent._agent import Agent, get_agent
+from agentlab.session._session import Session
 
 WORDS = ("the agent stored a memory about the user and their project while the notebook ran a query over "
          "duckdb tables with “quotes” — dashes café and 2.5 numbers").split()

@@ -117,7 +117,7 @@ def _agent_class():
     from agentlab import Agent
 
     class SmallAgent(Agent):
-        initial_state = {"visits": 0, "plan": "free"}  # noqa: RUF012  (upstream's shape: a plain class attribute)
+        initial_state = {"visits": 0, "plan": "free"}
 
     return SmallAgent
 

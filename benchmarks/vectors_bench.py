@@ -25,11 +25,11 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from agentlab.search._embedders import HashEmbedder, MiniLMEmbedder  # noqa: E402
-from agentlab.search._vectors import VectorStore, _caches  # noqa: E402
-from agentlab.store._database import Store  # noqa: E402
+from agentlab.search._embedders import HashEmbedder, MiniLMEmbedder
+from agentlab.search._vectors import VectorStore, _caches
+from agentlab.store._database import Store
 
 NAMES = "Melanie Caroline Jon Gina Priya Tomas Aiko Omar Lena Rafael Sven Nadia Kofi Ines Mateo Yuki".split()
 VERBS = [

@@ -112,7 +112,7 @@ class TestAPlainAnswer:
         assert (first.usage.cache_read_tokens, first.usage.cache_write_tokens) == (300, 40)
         rows = agent.sql("SELECT turn_id, step, purpose, input_tokens, cache_read_tokens, cache_write_tokens, "
                          "message_id FROM chat_usage ORDER BY seq")
-        assert [r["turn_id"] for r in rows][0] == first.id
+        assert next(r["turn_id"] for r in rows) == first.id
         assert rows[0]["message_id"] == first.message_ids[-1]
         assert [(r["step"], r["purpose"], r["input_tokens"]) for r in rows] == [(1, "turn", 12), (1, "turn", 12)]
         total = agent.usage()

@@ -73,7 +73,7 @@ class TestChoosingQuestions:
             quiet(bundled, ["bm25"], limit=0)
         unanswered = load_records([{"conversation_id": "c", "session_id": "s", "speaker": "a", "text": "hi"}],
                                   [{"conversation_id": "c", "question": "what?", "category": "open"}])
-        with pytest.raises(EmptySelectionError, match="No question with evidence .* for categories open"):
+        with pytest.raises(EmptySelectionError, match=r"No question with evidence .* for categories open"):
             quiet(unanswered, ["bm25"], categories=["open"])
 
     def test_folds_never_share_a_conversation(self):

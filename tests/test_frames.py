@@ -90,7 +90,7 @@ class TestMessagesFrame:
             "u1": None, "a1": x.id, "t1": x.id, "a2": y.id, "a2b": None, "u3": None}
 
     def test_a_fork_shows_its_shared_path_and_its_own_rows(self, tree, agent):
-        s, x, _ = tree
+        _s, _x, _ = tree
         info = SessionManager(agent).fork("", "a1", "what if")
         fork = Session(agent, info.id)
         fork.append_message(text("f1", "user", "another question"))

@@ -179,7 +179,7 @@ class TestModes:
                 assert fts.search(query, mode=mode) == [], (query, mode)
 
     def test_fts_syntax_is_plain_text(self, fts):
-        plain = str.maketrans({c: " " for c in '"*()^-'})
+        plain = str.maketrans(dict.fromkeys('"*()^-', " "))
         for query in ['"deployment', "deploy*", "NEAR (deployment friday)", "deployment AND friday", "-friday",
                       "^friday", "deployment OR", "(friday", 'say "hi" NOT'] :
             for mode in ["any", "all", "phrase"]:
@@ -254,7 +254,7 @@ class TestRankingMatchesFts5:
         fts.index_many([(f"d{i}", text, "") for i, text in enumerate(texts, start=1)])
         queries = ["alpha", "on", "friday server", "deploy deploying", "alpha alpha beta", "the alpha",
                    "gamma delta friday", "beta-gamma", "server on"]
-        for round_ in range(2):
+        for _round in range(2):
             for query, mode in itertools.product(queries, ["any", "all", "phrase"]):
                 expected = oracle.execute(
                     "SELECT rowid, -bm25(t) FROM t WHERE t MATCH ? ORDER BY rank, rowid", [_fts5_query(query, mode)]
@@ -278,7 +278,7 @@ class TestRankingMatchesFts5:
 def _only_ties_differ(expected, ours) -> bool:
     theirs = {f"d{r}": s for r, s in expected}
     return all(theirs[a.doc_id] == pytest.approx(theirs[b.doc_id]) or theirs[a.doc_id] > theirs[b.doc_id]
-               for a, b in zip(ours, ours[1:]))
+               for a, b in itertools.pairwise(ours))
 
 
 WORDS = ["apple", "banana", "cherry", "date", "elder", "fig", "grape", "deploying", "naïve", "state-of-the-art"]

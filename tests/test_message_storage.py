@@ -90,10 +90,9 @@ class TestSeqClock:
     def test_a_rolled_back_write_leaves_no_row_and_later_seqs_stay_unique(self, store):
         session = Session(store)
         session.append_message(msg("m1", "kept"))
-        with pytest.raises(RuntimeError):
-            with store.transaction():
-                session.append_message(msg("m2", "lost"))
-                raise RuntimeError("abort")
+        with pytest.raises(RuntimeError), store.transaction():
+            session.append_message(msg("m2", "lost"))
+            raise RuntimeError("abort")
         assert [m["id"] for m in session.get_history()] == ["m1"]
         session.append_message(msg("m3", "after"))
         seqs = [r[0] for r in store.execute("SELECT seq FROM messages ORDER BY seq").fetchall()]

@@ -69,10 +69,10 @@ class TestFoldersItCannotRun:
     def test_a_missing_file_is_named(self, tmp_path):
         folder = _copy_model(tmp_path)
         (folder / "model.safetensors").unlink()
-        with pytest.raises(EmbedderError, match="has no model.safetensors"):
+        with pytest.raises(EmbedderError, match=r"has no model.safetensors"):
             BertEncoder(folder)
         (folder / "modules.json").unlink()
-        with pytest.raises(EmbedderError, match="has no modules.json"):
+        with pytest.raises(EmbedderError, match=r"has no modules.json"):
             BertEncoder(folder)
 
     @pytest.mark.slow
@@ -84,7 +84,7 @@ class TestFoldersItCannotRun:
         del weights["encoder.layer.3.output.dense.weight"]
         (folder / "model.safetensors").unlink()
         save_file(weights, str(folder / "model.safetensors"))
-        with pytest.raises(EmbedderError, match="has no tensor encoder.layer.3.output.dense.weight"):
+        with pytest.raises(EmbedderError, match=r"has no tensor encoder.layer.3.output.dense.weight"):
             BertEncoder(folder)
 
     def test_an_extra_module_in_the_pipeline_is_refused(self, tmp_path):

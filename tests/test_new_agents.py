@@ -256,7 +256,7 @@ class TestReopeningAFileThisProcessClosed:
         return agent, path
 
     def test_it_reopens_in_a_spare_with_its_data(self):
-        _, path = self._closed("again")
+        _, _path = self._closed("again")
         assert instances.ready()
         again = get_agent(Notes, "again")
         assert again.store._in_spare and not again.store.fresh
@@ -291,7 +291,7 @@ class TestReopeningAFileThisProcessClosed:
         store.close()
 
     def test_a_destroyed_and_recreated_agent_is_a_new_file(self):
-        agent, _ = self._closed("gone")
+        _agent, _ = self._closed("gone")
         get_agent(Notes, "gone").destroy()
         fresh = get_agent(Notes, "gone")
         assert fresh.store.fresh and Session(fresh).get_history() == []

@@ -61,7 +61,7 @@ def old_file(path: Path, migrations: list[Migration]) -> Path:
 
 
 class Notes(Agent):
-    initial_state = {"visits": 0}  # noqa: RUF012
+    initial_state = {"visits": 0}
 
 
 class TestNewFilesHaveTheMigratedSchema:

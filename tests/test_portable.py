@@ -168,15 +168,15 @@ class TestImportRefusals:
     def test_a_missing_parquet_file_or_manifest_is_reported(self, source, tmp_path):
         folder = source.export(tmp_path / "export")
         (folder / "messages.parquet").unlink()
-        with pytest.raises(ExportError, match="messages.parquet"):
+        with pytest.raises(ExportError, match=r"messages.parquet"):
             import_(folder, Notebook, root=tmp_path / "elsewhere")
-        with pytest.raises(ExportError, match="manifest.json"):
+        with pytest.raises(ExportError, match=r"manifest.json"):
             import_(tmp_path, Notebook, root=tmp_path / "elsewhere")
 
     def test_a_failed_restore_removes_the_half_written_file(self, source, tmp_path):
         folder = source.export(tmp_path / "export")
         (folder / "sessions.parquet").write_bytes(b"not parquet")
-        with pytest.raises(Exception):
+        with pytest.raises(ExportError):  # the Parquet file cannot be read
             import_(folder, Notebook, root=tmp_path / "elsewhere")
         assert not list(tmp_path.glob("elsewhere/**/*.duckdb"))
 
@@ -258,7 +258,7 @@ class TestImportChecksTheManifest:
         con.execute(f"COPY (SELECT * FROM read_parquet('{messages}') LIMIT 1) TO '{messages}.cut' (FORMAT parquet)")
         con.close()
         os.replace(f"{messages}.cut", messages)
-        with pytest.raises(ExportMismatchError, match="'messages'.*rows 8.*holds 1") as info:
+        with pytest.raises(ExportMismatchError, match=r"'messages'.*rows 8.*holds 1") as info:
             import_(folder, Notebook, root=tmp_path / "elsewhere")
         assert (info.value.table, info.value.what, info.value.expected, info.value.found) == ("messages", "rows", 8, 1)
         assert not (tmp_path / "elsewhere").exists()
@@ -277,7 +277,7 @@ class TestImportChecksTheManifest:
     def test_an_unreadable_file_is_a_typed_error_naming_the_table(self, source, tmp_path):
         folder = source.export(tmp_path / "export")
         (folder / "sessions.parquet").write_bytes(b"not parquet")
-        with pytest.raises(ExportError, match="'sessions'.*not a readable Parquet file"):
+        with pytest.raises(ExportError, match=r"'sessions'.*not a readable Parquet file"):
             import_(folder, Notebook, root=tmp_path / "elsewhere")
 
     @pytest.mark.parametrize("change", [

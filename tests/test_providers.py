@@ -129,11 +129,10 @@ class TestAgentContextProvider:
     def test_a_rolled_back_write_is_not_read_back(self, store):
         provider = AgentContextProvider(store, "memory")
         provider.set("kept")
-        with pytest.raises(RuntimeError):
-            with store.transaction():
-                provider.set("lost")
-                assert provider.get() == "lost"  # the open transaction sees its own write
-                raise RuntimeError("abort")
+        with pytest.raises(RuntimeError), store.transaction():
+            provider.set("lost")
+            assert provider.get() == "lost"  # the open transaction sees its own write
+            raise RuntimeError("abort")
         assert provider.get() == "kept"
 
     def test_a_write_made_with_agent_sql_is_read_back(self):

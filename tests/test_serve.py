@@ -186,7 +186,7 @@ class TestRouting:
         assert handle.agent_url(ChatRoom, "a b") == f"{handle.url}/agents/chat-room/a%20b"
 
     def test_classes_that_cannot_be_served_are_refused_up_front(self, tmp_path):
-        class Recorder_(Agent):  # noqa: N801 - kebab-cases like Recorder
+        class Recorder_(Agent):
             pass
 
         Recorder_.__name__ = "RECORDER"
@@ -468,9 +468,9 @@ class TestOwnershipAndTurns:
             thread.start()
         for thread in threads:
             thread.join(20)
-        (_, b1, e1), (_, b2, e2) = sorted(same, key=lambda r: r[1])
+        (_, _b1, e1), (_, b2, _e2) = sorted(same, key=lambda r: r[1])
         assert e1 <= b2, "two calls to one agent overlapped"
-        (_, b3, e3), (_, b4, e4) = sorted(apart, key=lambda r: r[1])
+        (_, _b3, e3), (_, b4, _e4) = sorted(apart, key=lambda r: r[1])
         assert b4 < e3, "calls to two different agents ran one after the other"
 
     def test_an_idle_agent_is_closed_and_reopened_on_the_next_request(self, serve):

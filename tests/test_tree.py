@@ -364,11 +364,10 @@ class TestPersistence:
 
     def test_rollback_leaves_map_and_file_equal(self, session, store):
         session.append_messages([msg("a"), msg("b")])
-        with pytest.raises(RuntimeError):
-            with store.transaction():
-                session.append_message(msg("c"))
-                assert session.latest_leaf_id() == "c"  # read-your-writes inside the transaction
-                raise RuntimeError("boom")
+        with pytest.raises(RuntimeError), store.transaction():
+            session.append_message(msg("c"))
+            assert session.latest_leaf_id() == "c"  # read-your-writes inside the transaction
+            raise RuntimeError("boom")
         assert session.latest_leaf_id() == "b"
         assert session.get_message("c") is None
         assert session.append_message(msg("c")).parent_id == "b"

@@ -150,9 +150,7 @@ def check_after_crash(root: Path, scenario: str, acks: list[str]) -> TrialResult
         last_state = last_block = None
         for ack in acks:
             kind, value = ack.split(" ", 1)
-            if kind == "msg" and value not in messages:
-                result.lost.append(ack)
-            elif kind == "bulk" and any(f"b{value}-{j}" not in messages for j in range(50)):
+            if (kind == "msg" and value not in messages) or (kind == "bulk" and any(f"b{value}-{j}" not in messages for j in range(50))):
                 result.lost.append(ack)
             elif kind == "index":
                 i = int(value)

@@ -86,9 +86,8 @@ def test_an_operation_interrupted_at_any_statement_changes_nothing(tmp_path, nam
     for n in range(1, statements + 1):
         agent, session = build(tmp_path / f"run{n}")
         before_rows, before_api = snapshot(agent), api_view(session)
-        with pytest.raises(InjectedFault):
-            with fail_at_statement(agent.store, n):
-                operation(session)
+        with pytest.raises(InjectedFault), fail_at_statement(agent.store, n):
+            operation(session)
         ignored = {"compaction_events"} if name == "compaction" else set()
         after_rows = snapshot(agent)
         assert {k: v for k, v in after_rows.items() if k not in ignored} == {

@@ -106,7 +106,7 @@ class TestKilledExport:
         assert files(dest) == old_files
         beside = [p for p in dest.parent.iterdir() if p != dest]
         assert len(beside) == 1 and not (beside[0] / MANIFEST).exists()
-        with pytest.raises(ExportError, match="No manifest.json"):
+        with pytest.raises(ExportError, match=r"No manifest.json"):
             import_(beside[0], Pad, root=tmp_path / "check2")
         assert imported(dest, tmp_path / "check") == old
         assert list(dest.parent.iterdir()) == [dest]  # the import removed the killed export's folder
