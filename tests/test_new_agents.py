@@ -142,7 +142,7 @@ class TestANewAgentCommitsOnce:
         import sys
 
         script = ("from agentlab import Agent, get_agent\n"
-                  "from agentlab.store import deferred\n"
+                  "from agentlab.store import _deferred as deferred\n"
                   "deferred.DELAY = 3600\n"
                   "class Notes(Agent):\n    pass\n"
                   f"agent = get_agent(Notes, 'quitter', root={str(tmp_path)!r})\n")

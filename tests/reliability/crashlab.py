@@ -32,8 +32,8 @@ if scenario == "index":
     # Flush, merge and commit the search index all the time, each file write slowed down, so that kills land
     # in the middle of writing segments, deletions, the lexicon and meta.json.
     import time
-    from agentlab.search import index_files, sections
-    from agentlab.search import index_state
+    from agentlab.search import _index_files as index_files, _sections as sections
+    from agentlab.session.duckdb import _index_state as index_state
     index_state.PERSIST_MIN_DOCS, index_state.FLUSH_DOCS = 1, 15
     index_state.MAX_SEGMENTS, index_state.MERGE_AT_ONCE = 2, 2
     write = sections.write_sections

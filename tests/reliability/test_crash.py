@@ -24,7 +24,7 @@ HELD_CHILD = r"""
 import sys, time
 from agentlab import Agent, get_agent
 from agentlab.session._manager import SessionManager
-from agentlab.store import deferred
+from agentlab.store import _deferred as deferred
 deferred.DELAY = 3600  # only the kill ends the window in which the name is held
 class Held(Agent):
     pass

@@ -21,7 +21,7 @@ READER = textwrap.dedent(
     import json, sys
     from agentlab import Agent, get_agent
     from agentlab.errors import AgentLockedError
-    from agentlab.search import index_state
+    from agentlab.session.duckdb import _index_state as index_state
     from agentlab.session._session import Session
 
     class Notes(Agent):
