@@ -1,4 +1,4 @@
-"""Benchmark of agentlab.search.vectors: embedding throughput, search latency, reopen time.
+"""Benchmark of agentlab.search._vectors: embedding throughput, search latency, reopen time.
 
 Run: ``.venv/bin/python benchmarks/vectors_bench.py [--entries 100000] [--skip-minilm]``
 
@@ -25,11 +25,11 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from agentlab.search.embedders import HashEmbedder, MiniLMEmbedder  # noqa: E402
-from agentlab.store.database import Store  # noqa: E402
-from agentlab.search.vectors import VectorStore, _caches  # noqa: E402
+from agentlab.search._embedders import HashEmbedder, MiniLMEmbedder
+from agentlab.search._vectors import VectorStore, _caches
+from agentlab.store._database import Store
 
 NAMES = "Melanie Caroline Jon Gina Priya Tomas Aiko Omar Lena Rafael Sven Nadia Kofi Ines Mateo Yuki".split()
 VERBS = [
@@ -88,9 +88,9 @@ def p50_p95(values: list[float]) -> str:
 COLD_OPEN = """
 import time
 t0 = time.perf_counter()
-from agentlab.search.embedders import HashEmbedder
-from agentlab.store.database import Store
-from agentlab.search.vectors import VectorStore
+from agentlab.search._embedders import HashEmbedder
+from agentlab.store._database import Store
+from agentlab.search._vectors import VectorStore
 t1 = time.perf_counter()
 vs = VectorStore(Store({path!r}, read_only=True), "kb", HashEmbedder(384))
 t2 = time.perf_counter()

@@ -139,8 +139,7 @@ class _Run:
 
 def _session_for(policy: Policy, run_target: Any, session_id: str, claude: Callable[[], Any] | None) -> Any:
     """A session configured by ``policy`` (blocks, frozen prompt, compaction) on a fresh or cleared target."""
-    from agentlab.session import create_compact_function
-    from agentlab.session.session import Session
+    from agentlab.session import Session, create_compact_function
 
     session = Session(run_target, session_id)
     session.clear_messages()  # an agent file kept from an earlier run starts over
@@ -258,7 +257,7 @@ def _add_frame_columns(run: _Run) -> None:
 
 def _target(policy: Policy, conversation: Conversation, root: Path | None) -> Any:
     if root is None:
-        from agentlab.store.database import Store
+        from agentlab.store import Store
 
         return Store()
     from agentlab.agent import Agent, get_agent
@@ -270,7 +269,7 @@ def _replay_one(policy: Policy, conversation: Conversation, questions: list[Ques
                 points: dict[int, list[Question]], *, match: Any, root: Path | None,
                 claude: Callable[[], Any] | None, keep: dict[Any, _Context] | None,
                 writer: Callable[..., Any] | None) -> _Run:
-    from agentlab.context.tokens import estimate_message_tokens
+    from agentlab.context import estimate_message_tokens
     from agentlab.eval.importing import turn_message
 
     roles = _roles(conversation)
@@ -428,7 +427,7 @@ def _claude_factory(policies: list[Policy], client: Any, cache: Any) -> tuple[Ca
     from .cache import CachedClient, RequestCache
 
     if client is None:
-        from agentlab.chat.settings import build_client, resolve_settings
+        from agentlab.chat import build_client, resolve_settings
 
         client = build_client(resolve_settings())  # NoApiKeyError says how to configure a key
     store = RequestCache.open(cache)
