@@ -31,7 +31,7 @@ from vectors_bench import sentences
 from agentlab import Agent, get_agent
 from agentlab.context._search_providers import HybridSearchProvider, VectorSearchProvider
 from agentlab.search._embedders import HashEmbedder, MiniLMEmbedder
-from agentlab.search._vectors import _caches
+from agentlab.search._faiss_index import vector_indexes
 from agentlab.session._session import Session
 
 
@@ -105,7 +105,7 @@ def bench_search(root: Path, n: int, queries: int) -> dict[str, float]:
     # Anchors, timed on the same queries in the same loop: the FAISS flat search alone (the floor of a vector
     # search), and the BM25 search alone; what search_context adds on top is this layer's overhead.
     vectors = session.context.config("knowledge").provider.vectors
-    index = _caches(agent.store)[vectors.namespace].index
+    index = vector_indexes(agent.store)[vectors.namespace].index
     words = session.context.config("hybrid").provider.index
     samples["faiss"], samples["bm25"] = [], []
     for query in asks:  # every measurement per query, so load on the shared machine hits them alike

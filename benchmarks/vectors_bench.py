@@ -27,8 +27,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import numpy as np
 
+from agentlab.search import VectorStore
 from agentlab.search._embedders import HashEmbedder, MiniLMEmbedder
-from agentlab.search._vectors import VectorStore, _caches
+from agentlab.search._faiss_index import vector_indexes
 from agentlab.store._database import Store
 
 NAMES = "Melanie Caroline Jon Gina Priya Tomas Aiko Omar Lena Rafael Sven Nadia Kofi Ines Mateo Yuki".split()
@@ -185,7 +186,7 @@ def bench_search(folder: Path, n: int, queries: int) -> None:
     runs = [timed(lambda i=i: vs.add(f"extra{i}", f"An extra fact number {i} about sailing")) for i in range(20)]
     print(f"    add() of one new entry with a live {n} cache: wall {p50_p95([w for w, _ in runs])}, "
           f"CPU {p50_p95([c for _, c in runs])}")
-    index = _caches(store)["kb"].index
+    index = vector_indexes(store)["kb"].index
     blob = faiss.serialize_index(index).tobytes()
     store.close()
 
@@ -198,7 +199,7 @@ def bench_search(folder: Path, n: int, queries: int) -> None:
     assert len(hits) == 10
     print(f"(c) reopen + first search at {n}, same process: {t2 - t0:.2f} s wall (open {t1 - t0:.2f} s, "
           f"first search {t2 - t1:.2f} s), {c2 - c0:.2f} s CPU (target <= 2 s; {load()})")
-    _caches(store).clear()
+    vector_indexes(store).clear()
     rebuild = timed(lambda: vs.search(asks[0], k=10))[0] / 1e3
     store.close()
     t = time.perf_counter()
