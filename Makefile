@@ -37,9 +37,10 @@ js:
 demo: setup
 	$(BIN)/agentlab demo
 
-# Lint, types and the import contract (layers, no cycles); `make test` runs it first.
+# Lint (the package, its tests and benchmarks), types and the import contract (layers, internal modules, no
+# cycles); `make test` runs it first.
 check: setup
-	$(BIN)/ruff check agentlab
+	$(BIN)/ruff check agentlab tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

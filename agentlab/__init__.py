@@ -7,7 +7,7 @@ anthropic SDK) load on first use, not here.
 
 from importlib.metadata import PackageNotFoundError, version
 
-from agentlab import _wiring  # noqa: F401 - binds session.messages_df(), agent.show() ... to frames and views
+from agentlab import _wiring  # noqa: F401 - registers the "ray" backend and executor
 from agentlab.agent import NOT_SET, Agent, Connection, get_agent, import_
 from agentlab.chat import ChatAgent, ClaudeSummarizer, ExtractiveSummarizer
 from agentlab.context import (

@@ -19,7 +19,7 @@ from agentlab.errors import AgentlabError
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from agentlab import demo
+    from agentlab import _demo as demo
 
     if args.data:
         root = Path(args.data)

@@ -95,7 +95,7 @@ class Corpus:
     @cached_property
     def stem_ids(self) -> np.ndarray:
         """For each vocabulary word, the id of its stem (words sharing a stem match the same documents)."""
-        from agentlab.search.tokenizer import tokenize
+        from agentlab.search._tokenizer import tokenize
 
         stems: dict[str, int] = {}
         return np.array([stems.setdefault(" ".join(tokenize(w)), len(stems)) for w in self.vocabulary],

@@ -10,7 +10,7 @@ from collections.abc import Callable
 def percentiles(samples_ms: list[float]) -> dict[str, float]:
     """p50 and p95 of a list of millisecond samples."""
     ordered = sorted(samples_ms)
-    p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
     return {"p50": statistics.median(ordered), "p95": p95}
 
 

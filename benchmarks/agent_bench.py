@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _timing import percentiles, row, time_calls  # noqa: E402
+from _timing import percentiles, row, time_calls
 
-from agentlab import Agent, get_agent  # noqa: E402
+from agentlab import Agent, get_agent
 
 
 class BenchAgent(Agent):

@@ -3,7 +3,7 @@
 A ChatAgent with four context blocks (a readonly soul, a writable memory, a skill collection and a searchable
 notes block) answers on a 200-message branch: each measured turn branches from the same point (message 198) with
 ``ask(..., parent_id=...)``, so every call sends 199 messages and the branch is 200 long afterwards. The API is
-the offline transport (agentlab.chat.offline) with a zero-latency responder; the time spent inside its handler (JSON
+the offline transport (agentlab.chat._offline) with a zero-latency responder; the time spent inside its handler (JSON
 parsing, the simulated prompt cache) stands in for the network and the model, and is subtracted. What remains
 is agentlab plus the anthropic SDK: append the question, read the branch, build the request, the SDK's encoding
 and parsing, store the reply and the usage row.
@@ -24,11 +24,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _timing import machine_check, percentiles, row  # noqa: E402
+from _timing import machine_check, percentiles, row
 
-from agentlab import get_agent  # noqa: E402
-from agentlab.chat.agent import ChatAgent  # noqa: E402
-from agentlab.chat.offline import OfflineClaude  # noqa: E402
+from agentlab import get_agent
+from agentlab.chat._chat_agent import ChatAgent
+from agentlab.chat._offline import OfflineClaude
 
 WORDS = ("the model keeps a memory of what the user said about trips budgets food flights hotels and family "
          "so that later answers can use it without asking again").split()
@@ -61,7 +61,7 @@ class BenchAgent(ChatAgent):
     instructions = "You are a benchmark assistant."
 
     def configure_session(self, session):
-        from agentlab.context.providers import AgentSkillProvider
+        from agentlab.context._providers import AgentSkillProvider
 
         return (session.with_context("soul", provider=Soul())
                 .with_context("memory", description="Facts about the user", max_tokens=1100)

@@ -25,14 +25,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _timing import percentiles, row  # noqa: E402
-from vectors_bench import sentences  # noqa: E402  (the same generated corpus as the vector-store figures)
+from _timing import percentiles, row
+from vectors_bench import sentences
 
-from agentlab import Agent, get_agent  # noqa: E402
-from agentlab.search.embedders import HashEmbedder, MiniLMEmbedder  # noqa: E402
-from agentlab.context.search_providers import HybridSearchProvider, VectorSearchProvider  # noqa: E402
-from agentlab.session.session import Session  # noqa: E402
-from agentlab.search.vectors import _caches  # noqa: E402  (the anchor reads the FAISS cache directly)
+from agentlab import Agent, get_agent
+from agentlab.context._search_providers import HybridSearchProvider, VectorSearchProvider
+from agentlab.search._embedders import HashEmbedder, MiniLMEmbedder
+from agentlab.search._faiss_index import vector_indexes
+from agentlab.session._session import Session
 
 
 def bench_ingest(root: Path, n: int, chunk: int) -> dict[str, float]:
@@ -105,7 +105,7 @@ def bench_search(root: Path, n: int, queries: int) -> dict[str, float]:
     # Anchors, timed on the same queries in the same loop: the FAISS flat search alone (the floor of a vector
     # search), and the BM25 search alone; what search_context adds on top is this layer's overhead.
     vectors = session.context.config("knowledge").provider.vectors
-    index = _caches(agent.store)[vectors.namespace].index
+    index = vector_indexes(agent.store)[vectors.namespace].index
     words = session.context.config("hybrid").provider.index
     samples["faiss"], samples["bm25"] = [], []
     for query in asks:  # every measurement per query, so load on the shared machine hits them alike

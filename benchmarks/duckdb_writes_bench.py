@@ -1,6 +1,6 @@
 """DuckDB alone: what a bulk import of chat messages costs to write, by block size, string compression and
 checkpoint threshold. The evidence behind migration m090 (ZSTD for message texts and tokens) and the store's
-``checkpoint_threshold`` (agentlab/store/files.py), with no agentlab code in the timed loop.
+``checkpoint_threshold`` (agentlab/store/_files.py), with no agentlab code in the timed loop.
 
 Data: ``_scale_corpus.py``'s messages (20-200 Zipf words each), as agentlab stores them: the JSON and the FTS5
 tokens (``token_strings``), written in batches of 10,000 into a table of the four columns that matter (seq, id,
@@ -36,8 +36,8 @@ def batches(n: int) -> list:
     import numpy as np
     import pyarrow as pa
 
-    from agentlab.search.postings import arrow_ints, arrow_strings
-    from agentlab.search.tokenizer import token_strings
+    from agentlab.search._postings import arrow_ints, arrow_strings
+    from agentlab.search._tokenizer import token_strings
 
     out = []
     for chunk in Corpus(n).chunks():

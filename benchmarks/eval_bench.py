@@ -165,7 +165,17 @@ def _selection(dataset: Any, categories: Any) -> Any:
 def ideas(data: Path, cache: Any) -> None:
     from agentlab.eval import run
     from agentlab.eval.strategies import (
-        BM25, MMR, STOP_WORDS, Default, Dense, Diversify, Hybrid, Neighbours, SessionPrior, SpeakerPrior, TimeAware,
+        BM25,
+        MMR,
+        STOP_WORDS,
+        Default,
+        Dense,
+        Diversify,
+        Hybrid,
+        Neighbours,
+        SessionPrior,
+        SpeakerPrior,
+        TimeAware,
         strip_question,
     )
 

@@ -34,8 +34,8 @@ def anchor(data: Path) -> tuple[float, float, float, int, int]:
     """Read the dataset, append every turn into a bare session, search every question: seconds of each."""
     from agentlab.eval.datasets import load_locomo
     from agentlab.eval.importing import turn_message
-    from agentlab.session.session import Session
-    from agentlab.store.database import Store
+    from agentlab.session._session import Session
+    from agentlab.store._database import Store
 
     started = time.perf_counter()
     dataset = load_locomo(data)

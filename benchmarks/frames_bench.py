@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agentlab.agent.agent import Agent, get_agent  # noqa: E402
-from agentlab.session.session import Session  # noqa: E402
+from agentlab.agent._agent import Agent, get_agent
+from agentlab.session._session import Session
 
 WORDS = ("the agent stored a memory about the user and their project while the notebook ran a query over "
          "duckdb tables with “quotes” — dashes café and 2.5 numbers").split()
@@ -90,7 +90,7 @@ def build_many(root: Path, count: int) -> Path:
 
     import duckdb
 
-    from agentlab.store.naming import agent_path
+    from agentlab.store._naming import agent_path
 
     rng = random.Random(3)
     template = get_agent(Agent, "template", root=root / "template")
@@ -111,7 +111,7 @@ def build_many(root: Path, count: int) -> Path:
 
 
 def bench_many(count: int) -> None:
-    from agentlab.frames.multi import open_many
+    from agentlab.frames._multi import open_many
 
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()

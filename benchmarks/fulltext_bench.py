@@ -1,4 +1,4 @@
-"""Benchmark of agentlab.search.fulltext at 100,000 documents, with sqlite3 FTS5 as the anchor.
+"""Benchmark of agentlab.search._fulltext at 100,000 documents, with sqlite3 FTS5 as the anchor.
 
 Corpus: 12-word texts drawn from a 20,000-word vocabulary with Zipf weights (1/rank), seeded.
 Prints per-document index latency inside a transaction that also inserts one message-like row,
@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from agentlab.search.fulltext import FullTextIndex
-from agentlab.store.database import Store
+from agentlab.search._fulltext import FullTextIndex
+from agentlab.store._database import Store
 
 
 def vocabulary(n: int, rng: random.Random) -> list[str]:

@@ -15,11 +15,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tests.reliability import test_hostile as hostile  # noqa: E402
 from tests.reliability.crashlab import SCENARIOS, run_trials  # noqa: E402
 from tests.reliability.portlab import KINDS, run_port_trials  # noqa: E402
 from tests.reliability.servelab import serve_kill_trial  # noqa: E402
 from tests.reliability.snapshot import snapshot  # noqa: E402
-from tests.reliability import test_hostile as hostile  # noqa: E402
 
 
 def crash_figures(trials: int) -> bool:
@@ -118,7 +118,7 @@ def file_figures(trials: int) -> bool:
         try:
             result = filelab.checkpoint_trial(mount)
         finally:
-            from agentlab.agent.agent import _registry
+            from agentlab.agent._agent import _registry
 
             for live in list(_registry.values()):
                 live.close()

@@ -120,8 +120,8 @@ def import_anchor(path: Path, chunks: list[list[dict]]) -> float:
 
 
 def import_ours(home: Path, chunks: list[list[dict]], block_size: int | None = None) -> float:
-    from agentlab.agent.agent import Agent, get_agent
-    from agentlab.session.session import Session
+    from agentlab.agent._agent import Agent, get_agent
+    from agentlab.session._session import Session
 
     class BenchAgent(Agent):
         pass
@@ -157,8 +157,8 @@ import sys, time, json, warnings
 sys.path.insert(0, {root!r})
 import numpy, pyarrow, pyarrow.compute, duckdb  # library imports are not part of the figure
 import agentlab
-from agentlab.agent.agent import Agent, get_agent
-from agentlab.session.session import Session
+from agentlab.agent._agent import Agent, get_agent
+from agentlab.session._session import Session
 class BenchAgent(Agent):
     pass
 t0 = time.perf_counter()
@@ -201,8 +201,8 @@ import sys, time, json, sqlite3, statistics
 from datetime import datetime
 sys.path.insert(0, {root!r})
 import duckdb
-from agentlab.agent.agent import Agent, get_agent
-from agentlab.session.session import Session
+from agentlab.agent._agent import Agent, get_agent
+from agentlab.session._session import Session
 class BenchAgent(Agent):
     pass
 agent = get_agent(BenchAgent, "bench", root={home!r})
@@ -211,7 +211,7 @@ lite = sqlite3.connect({path!r}, isolation_level=None)
 lite.execute("PRAGMA synchronous=FULL")
 kinds = {kinds!r}
 out = {{}}
-from agentlab.session.messages import message_text, parse_rows
+from agentlab.session._messages import message_text, parse_rows
 def ours(words, mode):
     return [h.id for h in session.search(" ".join(words), mode=mode, limit={limit})]
 def ours_index(words, mode):  # upstream's work: the ranked ids with each message's role and text

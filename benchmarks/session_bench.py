@@ -159,8 +159,8 @@ COLD_OURS = """
 import sys, time, json
 sys.path.insert(0, {root!r})
 import numpy, pyarrow  # imports are not part of the figure (a notebook has them loaded anyway)
-from agentlab.agent.agent import Agent, get_agent
-from agentlab.session.session import Session
+from agentlab.agent._agent import Agent, get_agent
+from agentlab.session._session import Session
 class BenchAgent(Agent):
     pass
 t0 = time.perf_counter()
@@ -202,8 +202,8 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
     args = parser.parse_args()
 
-    from agentlab.agent.agent import Agent, get_agent
-    from agentlab.session.session import Session
+    from agentlab.agent._agent import Agent, get_agent
+    from agentlab.session._session import Session
 
     class BenchAgent(Agent):
         pass

@@ -117,14 +117,14 @@ def _agent_class():
     from agentlab import Agent
 
     class SmallAgent(Agent):
-        initial_state = {"visits": 0, "plan": "free"}  # noqa: RUF012  (upstream's shape: a plain class attribute)
+        initial_state = {"visits": 0, "plan": "free"}
 
     return SmallAgent
 
 
 def ours_create(root: Path, name: str, first: dict, cls) -> tuple[object, object]:
     from agentlab import get_agent
-    from agentlab.session.manager import SessionManager
+    from agentlab.session._manager import SessionManager
 
     agent = get_agent(cls, name, root=root)
     manager = SessionManager(agent)
@@ -208,7 +208,7 @@ def bench_size(counts: list[int]) -> None:
 
 def _bare_agent(root: Path, name: str, cls) -> tuple[object, None]:
     from agentlab import get_agent
-    from agentlab.session.manager import SessionManager
+    from agentlab.session._manager import SessionManager
 
     agent = get_agent(cls, name, root=root)
     SessionManager(agent).create("first chat")
@@ -240,10 +240,10 @@ def bench_create(users: int, repeats: int, variants: list[str]) -> None:
     print(f"\n## create an agent, its first session and the first append: {users:,} users one after another")
     texts, cls = Texts(2), _agent_class()
     import agentlab  # noqa: F401  imports are not part of the figure
-    from agentlab.store import files
+    from agentlab.store import _files as files
 
     try:
-        from agentlab.store import instances
+        from agentlab.store import _instances as instances
     except ImportError:  # agentlab before spare instances (a "before" run): every agent starts its own
         instances, variants = None, ["own"]
     default_spares = instances.SPARES if instances is not None else 0
@@ -316,8 +316,8 @@ def build_corpus(folder: Path, count: int) -> None:
     from tqdm.auto import tqdm
 
     from agentlab import get_agent
-    from agentlab.session.manager import SessionManager
-    from agentlab.store.naming import agent_path
+    from agentlab.session._manager import SessionManager
+    from agentlab.store._naming import agent_path
 
     cls = _agent_class()
     seeds, anchor_seeds = folder / "seeds", folder / "seeds-sqlite"
@@ -372,7 +372,7 @@ side, listing = sys.argv[1], sys.argv[2]
 paths = open(listing).read().split("\n")
 import agentlab, pandas, pyarrow, sqlite3  # imports are not part of the figure (the query returns pandas)
 if side == "ours" and {workers!r}:
-    import agentlab.frames.multi as multi
+    import agentlab.frames._multi as multi
     multi.WORKERS = int({workers!r})
 start, cpu = time.perf_counter(), time.process_time()
 if side == "ours":
@@ -418,7 +418,7 @@ def bench_many(sizes: list[int], repeats: int, corpus: Path | None, workers: str
               f"{sum(_size(p) for p in (folder / 'agentlab').rglob('*.duckdb')) / 2**20:,.0f} MB agentlab, "
               f"{sum(_size(p) for p in (folder / 'sqlite').glob('*.sqlite')) / 2**20:,.0f} MB sqlite3")
         from agentlab import get_agent  # noqa: F401
-        from agentlab.store.naming import agent_path
+        from agentlab.store._naming import agent_path
 
         ours_all = [agent_path("SmallAgent", f"user-{u}", folder / "agentlab") for u in range(max(sizes))]
         anchor_all = [folder / "sqlite" / f"user-{u}.sqlite" for u in range(max(sizes))]
@@ -472,8 +472,8 @@ def bench_blocks(block_sizes: list[int], repeats: int, bulk: int) -> None:
     """The block size's trade-off: a small agent's file against a bulk import's speed, each size in turn."""
     from session_bench import BATCH, make_messages  # the big-session bench's 12-word Zipf messages
 
-    from agentlab.session.manager import SessionManager
-    from agentlab.session.session import Session
+    from agentlab.session._manager import SessionManager
+    from agentlab.session._session import Session
 
     print(f"\n## block sizes {', '.join(f'{b // 1024} KiB' for b in block_sizes)}: a 20- and a 500-message agent's "
           f"file; a bulk import of {bulk:,} messages (batches of {BATCH:,}) into a new agent, then closing it")

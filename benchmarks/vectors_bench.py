@@ -1,4 +1,4 @@
-"""Benchmark of agentlab.search.vectors: embedding throughput, search latency, reopen time.
+"""Benchmark of agentlab.search._vectors: embedding throughput, search latency, reopen time.
 
 Run: ``.venv/bin/python benchmarks/vectors_bench.py [--entries 100000] [--skip-minilm]``
 
@@ -25,11 +25,12 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from agentlab.search.embedders import HashEmbedder, MiniLMEmbedder  # noqa: E402
-from agentlab.store.database import Store  # noqa: E402
-from agentlab.search.vectors import VectorStore, _caches  # noqa: E402
+from agentlab.search import VectorStore
+from agentlab.search._embedders import HashEmbedder, MiniLMEmbedder
+from agentlab.search._faiss_index import vector_indexes
+from agentlab.store._database import Store
 
 NAMES = "Melanie Caroline Jon Gina Priya Tomas Aiko Omar Lena Rafael Sven Nadia Kofi Ines Mateo Yuki".split()
 VERBS = [
@@ -88,9 +89,9 @@ def p50_p95(values: list[float]) -> str:
 COLD_OPEN = """
 import time
 t0 = time.perf_counter()
-from agentlab.search.embedders import HashEmbedder
-from agentlab.store.database import Store
-from agentlab.search.vectors import VectorStore
+from agentlab.search._embedders import HashEmbedder
+from agentlab.store._database import Store
+from agentlab.search._vectors import VectorStore
 t1 = time.perf_counter()
 vs = VectorStore(Store({path!r}, read_only=True), "kb", HashEmbedder(384))
 t2 = time.perf_counter()
@@ -185,7 +186,7 @@ def bench_search(folder: Path, n: int, queries: int) -> None:
     runs = [timed(lambda i=i: vs.add(f"extra{i}", f"An extra fact number {i} about sailing")) for i in range(20)]
     print(f"    add() of one new entry with a live {n} cache: wall {p50_p95([w for w, _ in runs])}, "
           f"CPU {p50_p95([c for _, c in runs])}")
-    index = _caches(store)["kb"].index
+    index = vector_indexes(store)["kb"].index
     blob = faiss.serialize_index(index).tobytes()
     store.close()
 
@@ -198,7 +199,7 @@ def bench_search(folder: Path, n: int, queries: int) -> None:
     assert len(hits) == 10
     print(f"(c) reopen + first search at {n}, same process: {t2 - t0:.2f} s wall (open {t1 - t0:.2f} s, "
           f"first search {t2 - t1:.2f} s), {c2 - c0:.2f} s CPU (target <= 2 s; {load()})")
-    _caches(store).clear()
+    vector_indexes(store).clear()
     rebuild = timed(lambda: vs.search(asks[0], k=10))[0] / 1e3
     store.close()
     t = time.perf_counter()

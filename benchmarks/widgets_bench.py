@@ -38,7 +38,7 @@ HERE = Path(__file__).resolve().parent.parent
 SETUP = '''
 import json, random, threading, time
 from agentlab import Agent, get_agent
-from agentlab.session.session import Session
+from agentlab.session._session import Session
 from agentlab.views import BranchTree, StateView
 
 agent = get_agent(Agent, "bench")

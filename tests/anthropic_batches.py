@@ -1,6 +1,6 @@
 """A Message Batches API for tests: the real ``anthropic`` SDK over ``httpx2.MockTransport``.
 
-:class:`BatchClaude` extends :class:`agentlab.chat.offline.OfflineClaude` (which answers ``POST /v1/messages``) with
+:class:`BatchClaude` extends :class:`agentlab.chat._offline.OfflineClaude` (which answers ``POST /v1/messages``) with
 the batch endpoints, answering with the JSON shapes of the API reference:
 
 * ``POST /v1/messages/batches``: a ``message_batch`` object, ``processing_status: "in_progress"``, every
@@ -23,10 +23,10 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from agentlab.chat.offline import OfflineClaude
+from agentlab.chat._offline import OfflineClaude
 
 __all__ = ["BatchClaude"]
 
@@ -109,7 +109,7 @@ class BatchClaude(OfflineClaude):
             items = [{"custom_id": r["custom_id"], "result": self._result(r["custom_id"], r["params"])}
                      for r in body["requests"]]
             batch = {"id": batch_id, "items": items, "polled": 0,
-                     "created": datetime(2026, 12, 2, 9, 0, tzinfo=timezone.utc) + timedelta(minutes=len(self.batches))}
+                     "created": datetime(2026, 12, 2, 9, 0, tzinfo=UTC) + timedelta(minutes=len(self.batches))}
             self.batches[batch_id] = batch
             self.requests.extend(r["params"] for r in body["requests"])
             return httpx2.Response(200, json=self._object(batch))

@@ -4,7 +4,7 @@
 :func:`reply` from :func:`text`, :func:`tool_use`, :func:`thinking` blocks), an :class:`APIErrorReply`
 (:func:`overloaded`, :func:`rate_limited`, :func:`invalid_request`), or a callable ``body -> item``. Every request
 body is recorded (``.requests``, parsed; ``.raw_requests``, bytes), and usage comes back with realistic cache
-fields from the simulated prompt cache of :class:`agentlab.chat.offline.OfflineClaude`.
+fields from the simulated prompt cache of :class:`agentlab.chat._offline.OfflineClaude`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from agentlab.chat.offline import APIErrorReply, OfflineClaude, message_body
+from agentlab.chat._offline import APIErrorReply, OfflineClaude, message_body
 
 __all__ = [
     "APIErrorReply", "ScriptedClaude", "invalid_request", "overloaded", "rate_limited", "redacted_thinking", "reply",

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from agentlab.agent import agent as agent_module
-from agentlab.store.database import Store
+from agentlab.agent import _agent as agent_module
+from agentlab.store._database import Store
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentlab import Agent
-from agentlab.session.compactor import is_compaction_message
+from agentlab.session._compact_function import is_compaction_message
 
 
 def msg(mid: str, text: str | None = None, role: str = "user", **extra: Any) -> dict[str, Any]:

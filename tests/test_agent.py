@@ -18,7 +18,7 @@ from agentlab.errors import (
     ReadOnlyAgentError,
     SqlError,
 )
-from agentlab.store.naming import agent_path, kebab_case
+from agentlab.store._naming import agent_path, kebab_case
 
 
 class ChatAgent(Agent):
@@ -95,7 +95,7 @@ class TestOneLiveAgentPerFile:
     """
 
     def test_a_class_defined_again_takes_over_the_live_agent(self, tmp_path):
-        from agentlab.session.session import Session
+        from agentlab.session._session import Session
 
         first = _cell("VERSION = 1\n" + textwrap.dedent(self.NOTES))["Notes"]
         agent = get_agent(first, "u", root=tmp_path)
@@ -175,7 +175,7 @@ class TestSql:
         assert agent.sql("SELECT count(*) AS n FROM notes WHERE body = ?", "' OR '1'='1") == [{"n": 0}]
 
     def test_explain_analyze_of_a_write_drops_the_caches_it_made_stale(self, tmp_path):
-        from agentlab.session.session import Session
+        from agentlab.session._session import Session
 
         agent = get_agent(ChatAgent, "u", root=tmp_path)
         session = Session.create(agent)

@@ -7,15 +7,15 @@ import pytest
 
 import agentlab
 from agentlab import Agent, get_agent
-from agentlab.chat.agent import ChatAgent
-from agentlab.chat.offline import OfflineClaude
+from agentlab.chat._chat_agent import ChatAgent
+from agentlab.chat._offline import OfflineClaude
 from agentlab.context import block_history, writing_as
-from agentlab.context.history import current_writer, watch_blocks
-from agentlab.context.providers import AgentContextProvider
+from agentlab.context._block_history import current_writer, watch_blocks
+from agentlab.context._providers import AgentContextProvider
 from agentlab.errors import BlockBudgetError
-from agentlab.session.session import Session
-from agentlab.store.database import Store
-from agentlab.store.migrations import MIGRATIONS
+from agentlab.session._session import Session
+from agentlab.store._database import Store
+from agentlab.store._migrations import MIGRATIONS
 
 
 def timeline(store, session_id=None):
@@ -167,7 +167,7 @@ class TestTheTableAndItsExports:
                                        "old_content", "new_content", "old_tokens", "new_tokens"]
         assert frame[["label", "new_content", "old_tokens", "new_tokens"]].values.tolist() == [
             ["memory", "Hello world", 0, 3]]
-        everything = agent.blocks_history_df.arrow()
+        everything = agentlab.frames.blocks_history(agent)  # a plain Agent: the frame function
         assert everything.column("session_id").to_pylist() == ["x", "y"]
         assert everything.column("new_tokens").to_pylist() == [3, 100]
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import itertools
 
 import agentlab
-from agentlab.session.manager import SessionManager
-from agentlab.store.migrations import MIGRATIONS
-from agentlab.agent.portable import export
-from agentlab.context.providers import AgentContextProvider
-from agentlab.session.session import Session
-from agentlab.store.database import Store
+from agentlab.agent._portable import export
+from agentlab.context._providers import AgentContextProvider
+from agentlab.session._manager import SessionManager
+from agentlab.session._session import Session
+from agentlab.store._database import Store
+from agentlab.store._migrations import MIGRATIONS
 
 OLD_MIGRATIONS = [m for m in MIGRATIONS if m.name != "m070_context_block_sessions"]
 

@@ -9,19 +9,6 @@ import json
 import threading
 
 import pytest
-
-from agentlab import get_agent
-from agentlab.chat.agent import ChatAgent, Tool
-from agentlab.errors import (
-    InvalidArgumentError,
-    InvalidClientError,
-    InvalidModelRequestError,
-    ModelConnectionError,
-    ModelOverloadedError,
-    NoApiKeyError,
-    TurnError,
-)
-from agentlab.chat.settings import ChatSettings
 from anthropic_mock import (
     ScriptedClaude,
     echo,
@@ -33,6 +20,19 @@ from anthropic_mock import (
     text,
     thinking,
     tool_use,
+)
+
+from agentlab import get_agent
+from agentlab.chat._chat_agent import ChatAgent, Tool
+from agentlab.chat._settings import ChatSettings
+from agentlab.errors import (
+    InvalidArgumentError,
+    InvalidClientError,
+    InvalidModelRequestError,
+    ModelConnectionError,
+    ModelOverloadedError,
+    NoApiKeyError,
+    TurnError,
 )
 
 EPHEMERAL = {"type": "ephemeral"}
@@ -112,7 +112,7 @@ class TestAPlainAnswer:
         assert (first.usage.cache_read_tokens, first.usage.cache_write_tokens) == (300, 40)
         rows = agent.sql("SELECT turn_id, step, purpose, input_tokens, cache_read_tokens, cache_write_tokens, "
                          "message_id FROM chat_usage ORDER BY seq")
-        assert [r["turn_id"] for r in rows][0] == first.id
+        assert next(r["turn_id"] for r in rows) == first.id
         assert rows[0]["message_id"] == first.message_ids[-1]
         assert [(r["step"], r["purpose"], r["input_tokens"]) for r in rows] == [(1, "turn", 12), (1, "turn", 12)]
         total = agent.usage()
@@ -189,7 +189,7 @@ class TestThinkingBlocks:
         assert later[3]["content"] == mock.responses[1]["content"]
 
     def test_the_message_breakpoint_never_lands_on_a_thinking_block(self):
-        from agentlab.chat.api import mark_last_message
+        from agentlab.chat._api import mark_last_message
 
         messages = [{"role": "assistant", "content": [text("a"), thinking("b")]}]
         marked = mark_last_message(messages)
@@ -200,7 +200,7 @@ class TestThinkingBlocks:
 
 class TestRequestBuilding:
     def test_upstream_ai_sdk_parts_become_anthropic_blocks(self):
-        from agentlab.chat.api import to_api_messages
+        from agentlab.chat._api import to_api_messages
 
         history = [
             {"id": "1", "role": "user", "parts": [{"type": "text", "text": "weather?", "state": "done"}]},
@@ -220,7 +220,7 @@ class TestRequestBuilding:
         ]
 
     def test_broken_tool_pairs_are_repaired_and_the_input_is_untouched(self):
-        from agentlab.chat.api import MISSING_RESULT_TEXT, to_api_messages
+        from agentlab.chat._api import MISSING_RESULT_TEXT, to_api_messages
 
         history = [
             {"id": "1", "role": "user", "parts": [{"type": "tool_result", "tool_use_id": "gone", "content": "x"},
@@ -457,7 +457,7 @@ class TestAutomaticCompaction:
 
 class TestSettingsAndClients:
     def test_the_environment_is_a_layer_under_the_class_and_the_agent(self, monkeypatch):
-        from agentlab.chat.settings import resolve_settings
+        from agentlab.chat._settings import resolve_settings
 
         monkeypatch.setenv("AGENTLAB_MODEL", "claude-env")
         monkeypatch.setenv("AGENTLAB_MAX_TOKENS", "777")

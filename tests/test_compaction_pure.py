@@ -9,7 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentlab.session.compactor import (
+from agentlab.context._tokens import estimate_message_tokens
+from agentlab.errors import CompactionError
+from agentlab.session._compact_function import (
     COMPACTION_PREFIX,
     STUB_RESULT_TEXT,
     align_boundary_backward,
@@ -23,8 +25,6 @@ from agentlab.session.compactor import (
     truncate_older_messages,
     truncate_tool_output,
 )
-from agentlab.errors import CompactionError
-from agentlab.context.tokens import estimate_message_tokens
 
 NOW = "2026-08-21T00:00:00.000Z"
 
@@ -73,7 +73,7 @@ class TestOverlaysReplaceRangesOnRead:
     def test_case6_a_wider_newer_overlay_supersedes(self):
         first = [comp("s1", "S1", "m1", "m7")]
         assert view(apply_compactions(path(*ms(10)), first, now=NOW)) == ["m0", "S1", "m8", "m9"]
-        both = first + [comp("s2", "S2", "m1", "m12")]
+        both = [*first, comp("s2", "S2", "m1", "m12")]
         assert view(apply_compactions(path(*ms(15)), both, now=NOW)) == ["m0", "S2", "m13", "m14"]
 
     def test_case7_the_later_row_wins_even_when_narrower_ranges_tie(self):
@@ -125,7 +125,7 @@ ids_on_path = st.integers(min_value=0, max_value=12).map(lambda n: [f"m{i}" for 
 @st.composite
 def off_path_overlays(draw):
     ids = draw(ids_on_path)
-    starts = st.sampled_from(ids + ["zz", "m99"]) if ids else st.just("zz")
+    starts = st.sampled_from([*ids, "zz", "m99"]) if ids else st.just("zz")
     ends = st.text(alphabet="abcxyz", min_size=1, max_size=3).map(lambda s: "x-" + s)  # never an "m<n>" id
     rows = draw(st.lists(st.builds(lambda i, f, t: comp(f"c{i}", "S", f, t), st.integers(0, 99), starts, ends),
                          max_size=8))
@@ -414,7 +414,7 @@ def old_tool(mid, output):
 
 class TestTruncateOlderMessages:
     def test_recent_messages_are_untouched_and_older_text_is_cut(self):
-        messages = [msg("old", "a" * 10_050)] + path("r1", "r2", "r3", "r4")
+        messages = [msg("old", "a" * 10050), *path("r1", "r2", "r3", "r4")]
         messages.append(msg("r5", "b" * 20_000))
         out = truncate_older_messages(messages)
         assert out[0]["parts"][0]["text"] == "a" * 10_000 + "... [truncated 10050 chars]"

@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 from agentlab import Agent, get_agent
-from agentlab.context.blocks import ContextBlocks, ContextConfig
-from agentlab.search.embedders import HashEmbedder
+from agentlab.context._blocks import ContextBlocks, ContextConfig
+from agentlab.context._providers import AgentSkillProvider, FolderSkillProvider
+from agentlab.context._search_providers import VectorSearchProvider
+from agentlab.context._tools import scan_loaded_skills
 from agentlab.errors import (
     BlockBudgetError,
     BlockNotFoundError,
@@ -17,10 +19,8 @@ from agentlab.errors import (
     ContextError,
     ContextProviderError,
 )
-from agentlab.context.providers import AgentSkillProvider, FolderSkillProvider
-from agentlab.context.search_providers import VectorSearchProvider
-from agentlab.session.session import Session
-from agentlab.context.tools import scan_loaded_skills
+from agentlab.search._embedders import HashEmbedder
+from agentlab.session._session import Session
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -129,15 +129,15 @@ class TestWrites:
                 .with_context("memory", max_tokens=10))
 
     def test_writing_a_readonly_or_unknown_block_raises_upstreams_error(self, session):
-        with pytest.raises(BlockReadonlyError, match='^Block "soul" is readonly$'):
+        with pytest.raises(BlockReadonlyError, match=r'^Block "soul" is readonly$'):
             session.set_block("soul", "x")
-        with pytest.raises(BlockReadonlyError, match='^Block "ghost" is readonly$'):
+        with pytest.raises(BlockReadonlyError, match=r'^Block "ghost" is readonly$'):
             session.set_block("ghost", "x")
-        with pytest.raises(BlockNotFoundError, match='^Block "ghost" not found$'):
+        with pytest.raises(BlockNotFoundError, match=r'^Block "ghost" not found$'):
             session.append_to_block("ghost", "x")
 
     def test_over_budget_write_and_append_raise_and_change_nothing(self, session):  # spec 16 case 14
-        with pytest.raises(BlockBudgetError, match='^Block "memory" exceeds maxTokens: 65 > 10$'):
+        with pytest.raises(BlockBudgetError, match=r'^Block "memory" exceeds maxTokens: 65 > 10$'):
             session.set_block("memory", "word " * 50)
         session.set_block("memory", "fact1")
         with pytest.raises(BlockBudgetError, match="exceeds maxTokens: 11 > 10"):
@@ -175,7 +175,7 @@ class TestWrites:
         frozen = session.freeze_system_prompt()
         block = session.add_context("notes", Text("later"))
         assert block.content == "later"
-        with pytest.raises(ContextError, match='^Block "notes" already exists$'):
+        with pytest.raises(ContextError, match=r'^Block "notes" already exists$'):
             session.add_context("notes", Text("again"))
         assert session.freeze_system_prompt() == frozen  # neither add nor remove refreshes
         assert session.remove_context("notes") is True
@@ -262,7 +262,7 @@ class TestAutoCompactionCountsThePrompt:  # spec 16 case 11
 
     def test_the_frozen_snapshot_is_counted_not_the_changed_provider(self, agent):
         provider = Text("x" * 400)
-        session, calls = self.compacting(agent, provider, 50)
+        session, _calls = self.compacting(agent, provider, 50)
         session.freeze_system_prompt()
         provider.text = "short"
         session.append_message(msg("m0", "short"))

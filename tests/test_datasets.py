@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from agentlab.errors import DatasetError
 from agentlab.eval.datasets import (
     Dataset,
     load_bundled,
@@ -17,7 +18,6 @@ from agentlab.eval.datasets import (
     parse_date,
 )
 from agentlab.eval.records import load_records
-from agentlab.errors import DatasetError
 
 LOCOMO_PATH = Path(__file__).resolve().parents[1].parent / "shared" / "datasets" / "locomo" / "locomo10.json"
 needs_locomo = pytest.mark.skipif(
@@ -168,7 +168,7 @@ class TestNormalizeLocomoEvidenceOnItsOwn:
 
 class TestLoCoMoErrors:
     def test_a_missing_file_names_the_path(self, tmp_path):
-        with pytest.raises(DatasetError, match="not found: .*nope.json"):
+        with pytest.raises(DatasetError, match=r"not found: .*nope.json"):
             load_locomo(tmp_path / "nope.json")
 
     def test_invalid_json_is_reported(self, tmp_path):
@@ -256,7 +256,7 @@ class TestLongMemEvalLoader:
         item = _longmemeval_instance("q1", "corgi")
         item["haystack_dates"] = item["haystack_dates"][:1]
         (tmp_path / "l.json").write_text(json.dumps([item]))
-        with pytest.raises(DatasetError, match="q1: .*same length"):
+        with pytest.raises(DatasetError, match=r"q1: .*same length"):
             load_longmemeval(tmp_path / "l.json")
 
     def test_a_missing_key_is_named(self, tmp_path):
@@ -314,7 +314,7 @@ class TestLoadRecords:
 
     def test_unknown_evidence_raises_or_is_dropped(self):
         rows = [{"conversation_id": "c1", "question": "?", "evidence": "t1;t9"}]
-        with pytest.raises(DatasetError, match="'t9'.*unknown_evidence='drop'"):
+        with pytest.raises(DatasetError, match=r"'t9'.*unknown_evidence='drop'"):
             load_records(TURN_ROWS, rows)
         question = load_records(TURN_ROWS, rows, unknown_evidence="drop").conversations[0].questions[0]
         assert (question.evidence, question.metadata["dropped_evidence"]) == (["t1"], ["t9"])
@@ -329,7 +329,7 @@ class TestLoadRecords:
 
     def test_duplicate_turn_ids_are_rejected(self):
         with pytest.raises(DatasetError, match="'t1' appears twice in conversation 'c1'"):
-            load_records(TURN_ROWS + [TURN_ROWS[0]])
+            load_records([*TURN_ROWS, TURN_ROWS[0]])
 
 
 class TestBundledDataset:
@@ -347,7 +347,7 @@ class TestBundledDataset:
 
     def test_every_evidence_id_exists_as_written(self):
         data = load_bundled()
-        for conv, question in data.iter_questions():
+        for _conv, question in data.iter_questions():
             assert question.evidence, question.id
             assert question.metadata["raw_evidence"] == question.evidence  # nothing needed fixing
             assert question.metadata["style"] in ("lexical", "paraphrase")

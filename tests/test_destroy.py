@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from helpers import msg
 
 from agentlab import Agent, Session, get_agent, rpc
-from agentlab.agent.agent import live_agent
+from agentlab.agent._agent import live_agent
 from agentlab.errors import AgentClosedError, AgentDestroyedError, ConnectionClosedError, ReadOnlyAgentError
 from agentlab.serve import AgentClient, start
-from helpers import msg
 
 
 class Notes(Agent):
@@ -41,7 +41,7 @@ class TestWhatIsDeleted:
                                                                         "WHERE table_name = 'notes'") == []
 
     def test_the_search_index_folder_beside_the_file_goes_too(self, monkeypatch):
-        from agentlab.search import index_state
+        from agentlab.session.duckdb import _index_state as index_state
 
         monkeypatch.setattr(index_state, "PERSIST_MIN_DOCS", 1)  # small indexes are written too
         made = get_agent(Notes, "indexed")

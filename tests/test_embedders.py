@@ -8,14 +8,14 @@ import sys
 import numpy as np
 import pytest
 
-from agentlab.search.embedders import (
+from agentlab.errors import AgentlabError, EmbedderError
+from agentlab.search._embedders import (
     Embedder,
     HashEmbedder,
     MiniLMEmbedder,
     check_embeddings,
     encode_batched,
 )
-from agentlab.errors import AgentlabError, EmbedderError
 
 
 class TestHashEmbedder:
@@ -54,7 +54,7 @@ class TestHashEmbedder:
     def test_vectors_are_identical_in_another_process_with_another_hash_seed(self):
         texts = ["Deploy on Friday", "naïve café ünïcode"]
         code = (
-            "import sys, numpy as np; from agentlab.search.embedders import HashEmbedder;"
+            "import sys, numpy as np; from agentlab.search._embedders import HashEmbedder;"
             f"sys.stdout.write(HashEmbedder(24).encode({texts!r}).tobytes().hex())"
         )
         out = subprocess.run(
@@ -148,7 +148,7 @@ class TestEncodeBatched:
 class TestMiniLMEmbedderLoading:
     def test_constructing_it_imports_no_model_library(self):
         code = (
-            "import sys; from agentlab.search.embedders import MiniLMEmbedder; e = MiniLMEmbedder();"
+            "import sys; from agentlab.search._embedders import MiniLMEmbedder; e = MiniLMEmbedder();"
             "print(e.model_id, e.dimension, 'sentence_transformers' in sys.modules, 'torch' in sys.modules)"
         )
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

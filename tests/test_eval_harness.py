@@ -17,7 +17,7 @@ from agentlab.eval.embedcache import EmbeddingCache
 from agentlab.eval.records import load_records
 from agentlab.eval.runner import conversation_folds, select_questions
 from agentlab.eval.strategies import BM25, STOP_WORDS, BaseStrategy, Default, Dense, Hybrid, Recency
-from agentlab.search.embedders import HashEmbedder
+from agentlab.search._embedders import HashEmbedder
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +73,7 @@ class TestChoosingQuestions:
             quiet(bundled, ["bm25"], limit=0)
         unanswered = load_records([{"conversation_id": "c", "session_id": "s", "speaker": "a", "text": "hi"}],
                                   [{"conversation_id": "c", "question": "what?", "category": "open"}])
-        with pytest.raises(EmptySelectionError, match="No question with evidence .* for categories open"):
+        with pytest.raises(EmptySelectionError, match=r"No question with evidence .* for categories open"):
             quiet(unanswered, ["bm25"], categories=["open"])
 
     def test_folds_never_share_a_conversation(self):

@@ -10,10 +10,10 @@ import pytest
 from agentlab.cli import main
 from agentlab.eval.datasets import load_bundled, load_locomo
 from agentlab.eval.embedcache import EmbeddingCache
-from agentlab.search.embedders import HashEmbedder
-from agentlab.eval.runner import Results, run
 from agentlab.eval.metrics import evaluate_rankings
+from agentlab.eval.runner import Results, run
 from agentlab.eval.strategies import BM25, BaseStrategy, Dense, Hybrid, Recency
+from agentlab.search._embedders import HashEmbedder
 
 LOCOMO = Path(__file__).resolve().parents[1].parent / "shared" / "datasets" / "locomo" / "locomo10.json"
 
@@ -209,7 +209,7 @@ class TestLoCoMoReference:
 class TestImportingIntoSessions:
     def test_one_message_per_turn_with_speaker_and_date_in_metadata(self, bundled, store):
         from agentlab.eval.importing import import_conversation
-        from agentlab.session.session import Session
+        from agentlab.session._session import Session
 
         conversation = bundled.conversations[0]
         session = Session(store, "mini")
@@ -246,7 +246,7 @@ class TestImportingIntoSessions:
 
     def test_speakers_without_a_role_are_refused(self, bundled, store):
         from agentlab.eval.importing import import_conversation
-        from agentlab.session.session import Session
+        from agentlab.session._session import Session
 
         with pytest.raises(ValueError, match="has no role"):
             import_conversation(Session(store, "x"), bundled.conversations[0], roles={"Priya": "user"})

@@ -10,11 +10,11 @@ import pytest
 
 import agentlab.experiments as ex
 from agentlab import Agent, get_agent
-from agentlab.eval import datasets
 from agentlab.errors import ExperimentError, InvalidArgumentError, UnknownPolicyError
-from agentlab.experiments.matching import ExactMatch, FuzzyMatch, make_matcher
+from agentlab.eval import datasets
 from agentlab.eval.records import load_records
-from agentlab.session.session import Session
+from agentlab.experiments.matching import ExactMatch, FuzzyMatch, make_matcher
+from agentlab.session._session import Session
 
 # LoCoMo (CC BY-NC) is read from ../shared next to the repository, never copied into it; AGENTLAB_LOCOMO names
 # another copy (a git worktree sits one folder deeper).

@@ -9,13 +9,13 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from agentlab.frames import frames
-from agentlab.frames.columns import string_tokens
-from agentlab.agent.agent import Agent, get_agent
-from agentlab.session.manager import SessionManager
-from agentlab.session.session import Session
-from agentlab.context.tokens import JS_WHITESPACE, estimate_message_tokens, estimate_string_tokens
-from agentlab.chat.usage import Usage, record_usage
+from agentlab.agent._agent import Agent, get_agent
+from agentlab.chat._usage import Usage, record_usage
+from agentlab.context._tokens import JS_WHITESPACE, estimate_message_tokens, estimate_string_tokens
+from agentlab.session._manager import SessionManager
+from agentlab.session._session import Session
+from agentlab.session.duckdb import _frames as frames
+from agentlab.session.duckdb._frame_columns import string_tokens
 
 MESSAGE_COLUMNS = ["session_id", "seq", "id", "parent_id", "role", "created_at", "depth", "branch_id", "is_leaf",
                    "on_current_branch", "n_parts", "part_kinds", "text", "tokens", "covered_by_compaction"]
@@ -90,7 +90,7 @@ class TestMessagesFrame:
             "u1": None, "a1": x.id, "t1": x.id, "a2": y.id, "a2b": None, "u3": None}
 
     def test_a_fork_shows_its_shared_path_and_its_own_rows(self, tree, agent):
-        s, x, _ = tree
+        _s, _x, _ = tree
         info = SessionManager(agent).fork("", "a1", "what if")
         fork = Session(agent, info.id)
         fork.append_message(text("f1", "user", "another question"))
@@ -106,7 +106,7 @@ class TestMessagesFrame:
     def test_the_agent_frame_lists_every_stored_row_once(self, tree, agent):
         info = SessionManager(agent).fork("", "a1", "what if")
         Session(agent, info.id).append_message(text("f1", "user", "another question"))
-        df = agent.messages_df().set_index("id")
+        df = frames.frame_to_pandas(frames.messages(agent)).set_index("id")  # a plain Agent has no messages_df
         assert df.index.tolist() == ["u1", "a1", "t1", "a2", "a2b", "u3", "f1"]
         assert df.loc["f1", "depth"] == 2 and df.loc["f1", "session_id"] == info.id
         assert df.loc["u3", "on_current_branch"] and not df.loc["a2", "on_current_branch"]
@@ -295,10 +295,23 @@ class TestBlocksAndUsageFrames:
         df = Session(agent).blocks_df()
         assert len(df) == 0 and "tokens" in df.columns
 
+    def test_a_chat_agent_offers_the_agent_frames_as_properties(self, tmp_path):
+        from agentlab.chat import ChatAgent
+
+        chat = get_agent(ChatAgent, "chatty", root=tmp_path)
+        try:
+            record_usage(chat.store, Usage(10, 5, 2, 1, 1), session_id="", model="claude-x", purpose="turn")
+            assert chat.usage_df()["input_tokens"].tolist() == [10]
+            assert chat.usage_df.arrow().num_rows == 1
+            assert chat.messages_df().empty and "session_id" in chat.messages_df().columns
+            assert not hasattr(Agent, "messages_df")  # the agent layer knows no frames
+        finally:
+            chat.close()
+
     def test_usage_rows_come_from_the_usage_table(self, agent):
         record_usage(agent.store, Usage(10, 5, 2, 1, 1), session_id="", model="claude-x", purpose="turn")
         record_usage(agent.store, Usage(7, 3, 0, 0, 1), session_id="other", purpose="compaction")
-        assert agent.usage_df()["input_tokens"].tolist() == [10, 7]
+        assert frames.usage(agent).column("input_tokens").to_pylist() == [10, 7]
         df = Session(agent).usage_df()
         assert df[["input_tokens", "output_tokens", "cache_read_tokens", "model"]].values.tolist() == [
             [10, 5, 2, "claude-x"]]

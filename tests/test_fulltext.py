@@ -11,10 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentlab.search.bm25 import FTS5_BM25, OKAPI_BM25, BM25Corpus, fts5_idf
 from agentlab.errors import InvalidSearchError
-from agentlab.search.fulltext import FullTextIndex, Hit, snippet
-from agentlab.store.database import Store
+from agentlab.search._bm25 import FTS5_BM25, OKAPI_BM25, BM25Corpus, fts5_idf
+from agentlab.search._fulltext import FullTextIndex, Hit, snippet
+from agentlab.store._database import Store
 
 
 @pytest.fixture
@@ -179,7 +179,7 @@ class TestModes:
                 assert fts.search(query, mode=mode) == [], (query, mode)
 
     def test_fts_syntax_is_plain_text(self, fts):
-        plain = str.maketrans({c: " " for c in '"*()^-'})
+        plain = str.maketrans(dict.fromkeys('"*()^-', " "))
         for query in ['"deployment', "deploy*", "NEAR (deployment friday)", "deployment AND friday", "-friday",
                       "^friday", "deployment OR", "(friday", 'say "hi" NOT'] :
             for mode in ["any", "all", "phrase"]:
@@ -254,7 +254,7 @@ class TestRankingMatchesFts5:
         fts.index_many([(f"d{i}", text, "") for i, text in enumerate(texts, start=1)])
         queries = ["alpha", "on", "friday server", "deploy deploying", "alpha alpha beta", "the alpha",
                    "gamma delta friday", "beta-gamma", "server on"]
-        for round_ in range(2):
+        for _round in range(2):
             for query, mode in itertools.product(queries, ["any", "all", "phrase"]):
                 expected = oracle.execute(
                     "SELECT rowid, -bm25(t) FROM t WHERE t MATCH ? ORDER BY rank, rowid", [_fts5_query(query, mode)]
@@ -278,7 +278,7 @@ class TestRankingMatchesFts5:
 def _only_ties_differ(expected, ours) -> bool:
     theirs = {f"d{r}": s for r, s in expected}
     return all(theirs[a.doc_id] == pytest.approx(theirs[b.doc_id]) or theirs[a.doc_id] > theirs[b.doc_id]
-               for a, b in zip(ours, ours[1:]))
+               for a, b in itertools.pairwise(ours))
 
 
 WORDS = ["apple", "banana", "cherry", "date", "elder", "fig", "grape", "deploying", "naïve", "state-of-the-art"]
@@ -308,7 +308,7 @@ class TestBM25Corpus:
 
     def test_okapi_scores_equal_rank_bm25_to_1e9(self):
         rank_bm25 = pytest.importorskip("rank_bm25")
-        from agentlab.search.tokenizer import simple_tokenize
+        from agentlab.search._tokenizer import simple_tokenize
 
         reference = rank_bm25.BM25Okapi([simple_tokenize(t) for t in self.TEXTS])
         corpus = BM25Corpus(self.TEXTS, k1=OKAPI_BM25.k1, b=OKAPI_BM25.b, tokenizer="simple", idf="okapi")

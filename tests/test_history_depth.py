@@ -9,8 +9,8 @@ import pickle
 
 import pytest
 
-from agentlab.session.messages import History
-from agentlab.session.session import Session
+from agentlab.session._messages import History
+from agentlab.session._session import Session
 
 
 class TestArguments:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 
 import pytest
+from helpers import msg
 
 from agentlab.errors import (
     AgentlabError,
@@ -13,8 +14,7 @@ from agentlab.errors import (
     UnknownLeafWarning,
     UnknownRoleWarning,
 )
-from agentlab.session.session import Session
-from helpers import msg
+from agentlab.session._session import Session
 
 
 @pytest.fixture
@@ -64,7 +64,7 @@ class TestChatShapedMessagesAreConverted:
     @pytest.mark.parametrize("bad", [{"role": {}, "content": "hi"}, {"role": "user", "content": [{"type": {}}]},
                                      {"role": "user", "content": 5}, {"content": "no role"}, {"role": ["x"], "parts": []}])
     def test_a_broken_chat_message_is_a_typed_error_and_stores_nothing(self, session, bad):
-        with pytest.raises(AgentlabError, match="role|content part|'content'") as caught:
+        with pytest.raises(AgentlabError, match=r"role|content part|'content'") as caught:
             session.append_message(bad)
         assert isinstance(caught.value, ValueError) and session.latest_leaf_id() is None
 

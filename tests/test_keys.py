@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentlab.context.keys import context_entry_key, fnv1a32_base36, slugify
+from agentlab.context._keys import context_entry_key, fnv1a32_base36, slugify
 
 FNV_OFFSET, FNV_PRIME = 0x811C9DC5, 0x01000193
 

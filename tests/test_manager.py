@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import pytest
-
-from agentlab.session.compactor import is_compaction_message
-from agentlab.errors import (ForkedHistoryError, InvalidArgumentError, InvalidNameError, UnknownMessageError,
-                             UnknownSessionError)
-from agentlab.session.manager import SessionInfo, SessionManager
-from agentlab.session.session import Session
-from agentlab.store.database import Store
 from helpers import msg
+
+from agentlab.errors import (
+    ForkedHistoryError,
+    InvalidArgumentError,
+    InvalidNameError,
+    UnknownMessageError,
+    UnknownSessionError,
+)
+from agentlab.session._compact_function import is_compaction_message
+from agentlab.session._manager import SessionInfo, SessionManager
+from agentlab.session._session import Session
+from agentlab.store._database import Store
 
 
 def ids(messages: list[dict]) -> list[str]:
@@ -61,7 +66,7 @@ class TestSessionRows:
         SessionManager(store).delete(made_elsewhere.id)
         with pytest.raises(UnknownSessionError):
             SessionManager(store).session(made_elsewhere.id)
-        from agentlab.agent.sql import SqlRunner
+        from agentlab.agent._sql import SqlRunner
 
         SqlRunner(lambda: store)("INSERT INTO sessions (id, seq, name) VALUES ('by-sql', 999999, 'typed in')")
         assert manager.session("by-sql").session_id == "by-sql"

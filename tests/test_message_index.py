@@ -13,14 +13,14 @@ import sqlite3
 
 import duckdb
 import pytest
-
-from agentlab.search import index_state
-from agentlab.search.index_files import IndexFiles, index_folder
-from agentlab.search.tokenizer import tokenize
-from agentlab.session.session import Session
-from agentlab.session.tree import tree_of
-from agentlab.store.database import Store
 from helpers import msg
+
+from agentlab.search._index_files import IndexFiles, index_folder
+from agentlab.search._tokenizer import tokenize
+from agentlab.session._session import Session
+from agentlab.session.duckdb import _index_state as index_state
+from agentlab.session.duckdb._tree import tree_of
+from agentlab.store._database import Store
 
 WORDS = ["alpha", "beta", "gamma", "delta", "deploy", "deploying", "friday", "server", "the", "on", "naïve"]
 QUERIES = ["alpha", "on", "friday server", "deploy deploying", "alpha alpha beta", "the alpha", "gamma delta friday",
@@ -303,7 +303,7 @@ class TestReadOnly:
 class TestAFullDisk:
     def test_a_failed_index_write_keeps_the_write_and_searches_right(self, store_path, monkeypatch):
         from agentlab.errors import SearchIndexWarning
-        from agentlab.search import index_files
+        from agentlab.search import _index_files as index_files
 
         def no_space(*args, **kwargs):
             raise OSError(28, "No space left on device")
@@ -405,10 +405,10 @@ class TestSegmentsFromCodedTokens:
         import numpy as np
         import pyarrow as pa
 
-        from agentlab.search.lexicon import Lexicon
-        from agentlab.search.postings import arrow_ints, arrow_strings
-        from agentlab.search.segment import build_segment
-        from agentlab.search.token_arrays import token_array
+        from agentlab.search._lexicon import Lexicon
+        from agentlab.search._postings import arrow_ints, arrow_strings
+        from agentlab.search._segment import build_segment
+        from agentlab.search._token_arrays import token_array
 
         rng = random.Random(3)
         texts = [text(rng) for _ in range(40)] + ["", "Ünïcode naïve café", "  runs   of  spaces  "]

@@ -7,17 +7,16 @@ import json
 from typing import Any
 
 import pytest
+from reliability.snapshot import snapshot
 
 import agentlab
 from agentlab import Agent, get_agent
-from agentlab.chat.api import to_api_messages
+from agentlab.chat._api import to_api_messages
+from agentlab.context._tokens import estimate_message_tokens
 from agentlab.errors import InvalidMessageError
-from agentlab.session.messages import MAX_MESSAGE_NESTING
-from agentlab.session.session import Session
-from agentlab.context.tokens import estimate_message_tokens
-from agentlab.views.branch_tree import BranchTree
-
-from reliability.snapshot import snapshot
+from agentlab.session._messages import MAX_MESSAGE_NESTING
+from agentlab.session._session import Session
+from agentlab.views._branch_tree import BranchTree
 
 
 def nesting(value: Any) -> int:

@@ -8,16 +8,16 @@ import json
 import pytest
 
 from agentlab import Agent, get_agent
-from agentlab.session.contents import ContentCache
-from agentlab.search.postings import arrow_optional_strings
-from agentlab.search.fulltext import FullTextIndex
-from agentlab.session.manager import SessionManager
-from agentlab.store.migrations import MIGRATIONS
-from agentlab.store.clock import clock_of
-from agentlab.session.session import Session
-from agentlab.store.database import Store
-from agentlab.search.tokenizer import tokenize
-from agentlab.session.tree import tree_of
+from agentlab.search._fulltext import FullTextIndex
+from agentlab.search._postings import arrow_optional_strings
+from agentlab.search._tokenizer import tokenize
+from agentlab.session._manager import SessionManager
+from agentlab.session._session import Session
+from agentlab.session.duckdb._contents import ContentCache
+from agentlab.session.duckdb._tree import tree_of
+from agentlab.store._clock import clock_of
+from agentlab.store._database import Store
+from agentlab.store._migrations import MIGRATIONS
 
 
 def msg(mid: str, text: str, role: str = "user", created_at: str = "2026-01-01T00:00:00.000Z") -> dict:
@@ -90,10 +90,9 @@ class TestSeqClock:
     def test_a_rolled_back_write_leaves_no_row_and_later_seqs_stay_unique(self, store):
         session = Session(store)
         session.append_message(msg("m1", "kept"))
-        with pytest.raises(RuntimeError):
-            with store.transaction():
-                session.append_message(msg("m2", "lost"))
-                raise RuntimeError("abort")
+        with pytest.raises(RuntimeError), store.transaction():
+            session.append_message(msg("m2", "lost"))
+            raise RuntimeError("abort")
         assert [m["id"] for m in session.get_history()] == ["m1"]
         session.append_message(msg("m3", "after"))
         seqs = [r[0] for r in store.execute("SELECT seq FROM messages ORDER BY seq").fetchall()]

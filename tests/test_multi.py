@@ -6,15 +6,15 @@ import hashlib
 
 import pytest
 
-from agentlab.agent.agent import Agent, get_agent
-from agentlab.context.tokens import estimate_message_tokens
+from agentlab.agent._agent import Agent, get_agent
+from agentlab.context._tokens import estimate_message_tokens
 from agentlab.errors import ExportError
-from agentlab.frames.multi import open_many
-from agentlab.session.manager import SessionManager
-from agentlab.session.session import Session
-from agentlab.store.database import Store
-from agentlab.store.migrations import MIGRATIONS
-from agentlab.store.naming import agent_path
+from agentlab.frames._multi import open_many
+from agentlab.session._manager import SessionManager
+from agentlab.session._session import Session
+from agentlab.store._database import Store
+from agentlab.store._migrations import MIGRATIONS
+from agentlab.store._naming import agent_path
 
 
 class Helper(Agent):
@@ -117,7 +117,7 @@ class TestOpenManyReadsInBatches:
         with open_many(root) as many:
             whole = many.sql("SELECT agent, agent_class, _alias, id FROM messages ORDER BY _alias, seq")
             listing = many.agents
-        from agentlab.frames import multi
+        from agentlab.frames import _multi as multi
 
         monkeypatch.setattr(multi, "BATCH", 1)
         with open_many(root) as many:
@@ -127,7 +127,7 @@ class TestOpenManyReadsInBatches:
 
     def test_a_later_batch_with_another_schema_adds_columns_holding_null_for_the_rest(self, root, tmp_path,
                                                                                        monkeypatch):
-        from agentlab.frames import multi
+        from agentlab.frames import _multi as multi
 
         old = Store(tmp_path / "agent" / "zz-old.duckdb", migrations=MIGRATIONS[:1])
         old.execute("INSERT INTO agent_meta VALUES ('name', 'old'), ('class', 'agent')")
@@ -154,7 +154,7 @@ class TestOpenManyReadsInBatches:
     def test_one_worker_reads_the_same_and_queries_get_duckdbs_threads_back(self, root, monkeypatch):
         import duckdb
 
-        from agentlab.frames import multi
+        from agentlab.frames import _multi as multi
 
         with open_many(root) as many:
             whole = many.sql("SELECT agent, _alias, id FROM messages ORDER BY _alias, seq")

@@ -10,9 +10,13 @@ import pytest
 
 from agentlab import Agent, get_agent
 from agentlab.errors import AgentlabError, SqlError
-from agentlab.session.manager import SessionManager
-from agentlab.session.session import Session
-from agentlab.store import agent_path, database, deferred, files, instances
+from agentlab.session._manager import SessionManager
+from agentlab.session._session import Session
+from agentlab.store import _database as database
+from agentlab.store import _deferred as deferred
+from agentlab.store import _files as files
+from agentlab.store import _instances as instances
+from agentlab.store import agent_path
 from tests.helpers import msg
 
 
@@ -138,7 +142,7 @@ class TestANewAgentCommitsOnce:
         import sys
 
         script = ("from agentlab import Agent, get_agent\n"
-                  "from agentlab.store import deferred\n"
+                  "from agentlab.store import _deferred as deferred\n"
                   "deferred.DELAY = 3600\n"
                   "class Notes(Agent):\n    pass\n"
                   f"agent = get_agent(Notes, 'quitter', root={str(tmp_path)!r})\n")
@@ -173,8 +177,8 @@ class TestANewAgentCommitsOnce:
         assert committed(agent, "SELECT value FROM agent_meta WHERE key = 'class'") == [("v",)]
 
     def test_a_vector_search_opens_its_read_transaction_beside_the_held_name(self):
-        from agentlab.search.embedders import HashEmbedder
-        from agentlab.search.vectors import VectorStore
+        from agentlab.search._embedders import HashEmbedder
+        from agentlab.search._vectors import VectorStore
 
         agent, _ = first_steps()
         assert agent.store.fresh
@@ -269,7 +273,7 @@ class TestReopeningAFileThisProcessClosed:
         return agent, path
 
     def test_it_reopens_in_a_spare_with_its_data(self):
-        _, path = self._closed("again")
+        _, _path = self._closed("again")
         assert instances.ready()
         again = get_agent(Notes, "again")
         assert again.store._in_spare and not again.store.fresh
@@ -291,7 +295,7 @@ class TestReopeningAFileThisProcessClosed:
     def test_other_migrations_are_checked_and_applied(self, tmp_path):
         path = tmp_path / "plain.duckdb"
         database.Store(path).close()
-        from agentlab.store.migrations import MIGRATIONS, Migration
+        from agentlab.store._migrations import MIGRATIONS, Migration
 
         steps = [*MIGRATIONS, Migration("9999_test_extra", lambda conn: conn.execute("CREATE TABLE extra_step (x INT)"))]
         assert instances.ready()
@@ -324,7 +328,7 @@ class TestReopeningAFileThisProcessClosed:
         store.close()
 
     def test_a_destroyed_and_recreated_agent_is_a_new_file(self):
-        agent, _ = self._closed("gone")
+        _agent, _ = self._closed("gone")
         get_agent(Notes, "gone").destroy()
         fresh = get_agent(Notes, "gone")
         assert fresh.store.fresh and Session(fresh).get_history() == []

@@ -9,13 +9,13 @@ import pytest
 
 from agentlab import Agent, get_agent
 from agentlab.errors import InvalidArgumentError, MigrationError
-from agentlab.session.manager import SessionManager
-from agentlab.session.session import Session
-from agentlab.store import files
-from agentlab.store.database import Store
-from agentlab.store.files import BLOCK_SIZE, create_file, migrate
-from agentlab.store.migrations import MIGRATIONS, Migration
-from agentlab.store.naming import agent_path
+from agentlab.session._manager import SessionManager
+from agentlab.session._session import Session
+from agentlab.store import _files as files
+from agentlab.store._database import Store
+from agentlab.store._files import BLOCK_SIZE, create_file, migrate
+from agentlab.store._migrations import MIGRATIONS, Migration
+from agentlab.store._naming import agent_path
 
 OLD_BLOCK_SIZE = 262_144  # DuckDB's default, which every file made before the template had
 
@@ -61,7 +61,7 @@ def old_file(path: Path, migrations: list[Migration]) -> Path:
 
 
 class Notes(Agent):
-    initial_state = {"visits": 0}  # noqa: RUF012
+    initial_state = {"visits": 0}
 
 
 class TestNewFilesHaveTheMigratedSchema:
@@ -186,7 +186,7 @@ class TestBlockSizes:
         assert list(tmp_path.iterdir()) == []
 
     def test_an_import_of_a_large_history_gets_big_blocks(self, tmp_path, monkeypatch):
-        from agentlab.agent import portable
+        from agentlab.agent import _portable as portable
 
         monkeypatch.setattr(portable, "LARGE_IMPORT", 3)
         for name, count in (("short", 2), ("long", 3)):

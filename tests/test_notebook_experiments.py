@@ -6,7 +6,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from notebook_utils import outputs_text
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "07-memory-policies.ipynb"

@@ -8,12 +8,13 @@ import os
 import duckdb
 import pytest
 
-from agentlab.agent.agent import Agent, get_agent
+from agentlab import frames
+from agentlab.agent._agent import Agent, get_agent
+from agentlab.agent._portable import MANIFEST, export, import_, read_manifest
+from agentlab.chat._usage import Usage, record_usage
 from agentlab.errors import ExportError, ExportMismatchError
-from agentlab.session.manager import SessionManager
-from agentlab.agent.portable import MANIFEST, export, import_, read_manifest
-from agentlab.session.session import Session
-from agentlab.chat.usage import Usage, record_usage
+from agentlab.session._manager import SessionManager
+from agentlab.session._session import Session
 
 
 class Notebook(Agent):
@@ -90,8 +91,8 @@ class TestExportImportRoundTrip:
         assert [m["id"] for m in ours] == [m["id"] for m in theirs]
         assert [m["parts"] for m in ours] == [m["parts"] for m in theirs]
         assert restored.state == source.state
-        assert source.messages_df().equals(restored.messages_df())
-        assert source.compactions_df().equals(restored.compactions_df())
+        assert frames.messages(source).equals(frames.messages(restored))
+        assert frames.compactions(source).equals(frames.compactions(restored))
         restored.close()
 
     def test_an_export_from_before_m060_gets_its_message_postings_back(self, source, tmp_path):
@@ -167,15 +168,15 @@ class TestImportRefusals:
     def test_a_missing_parquet_file_or_manifest_is_reported(self, source, tmp_path):
         folder = source.export(tmp_path / "export")
         (folder / "messages.parquet").unlink()
-        with pytest.raises(ExportError, match="messages.parquet"):
+        with pytest.raises(ExportError, match=r"messages.parquet"):
             import_(folder, Notebook, root=tmp_path / "elsewhere")
-        with pytest.raises(ExportError, match="manifest.json"):
+        with pytest.raises(ExportError, match=r"manifest.json"):
             import_(tmp_path, Notebook, root=tmp_path / "elsewhere")
 
     def test_a_failed_restore_removes_the_half_written_file(self, source, tmp_path):
         folder = source.export(tmp_path / "export")
         (folder / "sessions.parquet").write_bytes(b"not parquet")
-        with pytest.raises(Exception):
+        with pytest.raises(ExportError):  # the Parquet file cannot be read
             import_(folder, Notebook, root=tmp_path / "elsewhere")
         assert not list(tmp_path.glob("elsewhere/**/*.duckdb"))
 
@@ -257,7 +258,7 @@ class TestImportChecksTheManifest:
         con.execute(f"COPY (SELECT * FROM read_parquet('{messages}') LIMIT 1) TO '{messages}.cut' (FORMAT parquet)")
         con.close()
         os.replace(f"{messages}.cut", messages)
-        with pytest.raises(ExportMismatchError, match="'messages'.*rows 8.*holds 1") as info:
+        with pytest.raises(ExportMismatchError, match=r"'messages'.*rows 8.*holds 1") as info:
             import_(folder, Notebook, root=tmp_path / "elsewhere")
         assert (info.value.table, info.value.what, info.value.expected, info.value.found) == ("messages", "rows", 8, 1)
         assert not (tmp_path / "elsewhere").exists()
@@ -276,7 +277,7 @@ class TestImportChecksTheManifest:
     def test_an_unreadable_file_is_a_typed_error_naming_the_table(self, source, tmp_path):
         folder = source.export(tmp_path / "export")
         (folder / "sessions.parquet").write_bytes(b"not parquet")
-        with pytest.raises(ExportError, match="'sessions'.*not a readable Parquet file"):
+        with pytest.raises(ExportError, match=r"'sessions'.*not a readable Parquet file"):
             import_(folder, Notebook, root=tmp_path / "elsewhere")
 
     @pytest.mark.parametrize("change", [

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from agentlab.context.prompt import SEPARATOR, ContextBlock, js_round, render_prompt
-from agentlab.context.tokens import estimate_string_tokens
+from agentlab.context._prompt import SEPARATOR, ContextBlock, js_round, render_prompt
+from agentlab.context._tokens import estimate_string_tokens
 
 FIXTURE = Path(__file__).parent / "fixtures" / "prompt_example.txt"
 

@@ -9,9 +9,7 @@ import numpy as np
 import pytest
 
 from agentlab import Agent, get_agent
-from agentlab.search.embedders import HashEmbedder
-from agentlab.errors import ContextError, EmbedderError, InvalidArgumentError, InvalidSearchError
-from agentlab.context.providers import (
+from agentlab.context._providers import (
     AgentContextProvider,
     AgentSkillProvider,
     FolderSkillProvider,
@@ -21,13 +19,15 @@ from agentlab.context.providers import (
     WritableProvider,
     provider_kind,
 )
-from agentlab.context.search_providers import (
+from agentlab.context._search_providers import (
     EntryHit,
     FullTextSearchProvider,
     HybridSearchProvider,
     VectorSearchProvider,
     format_hits,
 )
+from agentlab.errors import ContextError, EmbedderError, InvalidArgumentError, InvalidSearchError
+from agentlab.search._embedders import HashEmbedder
 
 SKILLS = Path(__file__).parent / "fixtures" / "skills"
 
@@ -129,11 +129,10 @@ class TestAgentContextProvider:
     def test_a_rolled_back_write_is_not_read_back(self, store):
         provider = AgentContextProvider(store, "memory")
         provider.set("kept")
-        with pytest.raises(RuntimeError):
-            with store.transaction():
-                provider.set("lost")
-                assert provider.get() == "lost"  # the open transaction sees its own write
-                raise RuntimeError("abort")
+        with pytest.raises(RuntimeError), store.transaction():
+            provider.set("lost")
+            assert provider.get() == "lost"  # the open transaction sees its own write
+            raise RuntimeError("abort")
         assert provider.get() == "kept"
 
     def test_a_write_made_with_agent_sql_is_read_back(self):

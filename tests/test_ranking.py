@@ -6,16 +6,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agentlab.context.search_providers import HybridSearchProvider
+from agentlab.context._search_providers import HybridSearchProvider
 from agentlab.eval.datasets import load_bundled
 from agentlab.eval.embedcache import EmbeddingCache
 from agentlab.eval.strategies import BM25, Dense, Hybrid, Phrase
-from agentlab.search.bm25 import BM25Corpus
-from agentlab.search.embedders import HashEmbedder
-from agentlab.search.faiss_index import VectorIndex
-from agentlab.search.feedback import rm3_weights
-from agentlab.search.fusion import fuse, fuse_keyed, min_max, normalize, z_score
-from agentlab.search.rerank import diversify_groups, mmr, neighbour_boost
+from agentlab.search._bm25 import BM25Corpus
+from agentlab.search._embedders import HashEmbedder
+from agentlab.search._faiss_index import VectorIndex
+from agentlab.search._feedback import rm3_weights
+from agentlab.search._fusion import fuse, fuse_keyed, min_max, normalize, z_score
+from agentlab.search._rerank import diversify_groups, mmr, neighbour_boost
 
 
 class TestScoreNormalisations:

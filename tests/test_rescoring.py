@@ -26,7 +26,7 @@ from agentlab.eval.strategies import (
     TimeAware,
     make_strategy,
 )
-from agentlab.search.embedders import HashEmbedder
+from agentlab.search._embedders import HashEmbedder
 
 
 def dense(**options):

@@ -6,12 +6,12 @@ from __future__ import annotations
 import random
 
 import pytest
-
-from agentlab.session import row_map
-from agentlab.session.session import Session
-from agentlab.session.tree import tree_of
-from agentlab.store.database import Store
 from helpers import msg
+
+from agentlab.session._session import Session
+from agentlab.session.duckdb import _parent_map as row_map
+from agentlab.session.duckdb._tree import tree_of
+from agentlab.store._database import Store
 
 
 def model(store: Store) -> dict[str, tuple[int, str | None, str]]:
@@ -162,7 +162,7 @@ class TestTheOutline:
     written since alike."""
 
     def test_a_forks_outline_holds_the_shared_path_with_roles_before_and_after_a_reload(self, store_path):
-        from agentlab.session.manager import SessionManager
+        from agentlab.session._manager import SessionManager
 
         store = Store(store_path)
         manager = SessionManager(store)

@@ -104,6 +104,10 @@ class Recorder(Agent):
         return {1, 2}
 
     @rpc()
+    def lone_surrogate(self):
+        return {"text": "half \ud800 a pair"}  # json.dumps accepts it; no UTF-8 frame can carry it
+
+    @rpc()
     def slow(self, seconds, label):
         began = time.monotonic()
         time.sleep(seconds)
@@ -182,7 +186,7 @@ class TestRouting:
         assert handle.agent_url(ChatRoom, "a b") == f"{handle.url}/agents/chat-room/a%20b"
 
     def test_classes_that_cannot_be_served_are_refused_up_front(self, tmp_path):
-        class Recorder_(Agent):  # noqa: N801 - kebab-cases like Recorder
+        class Recorder_(Agent):
             pass
 
         Recorder_.__name__ = "RECORDER"
@@ -301,7 +305,7 @@ class TestProtocol:
         assert _served(handle, Recorder, "s").state == {"count": 3}
 
     def test_updates_that_queue_up_are_stored_as_one_and_all_reach_the_others_in_order(self, serve, monkeypatch):
-        import agentlab.agent.agent as agent_module
+        import agentlab.agent._agent as agent_module
 
         writes = []
         real = agent_module.write_state_row
@@ -411,6 +415,8 @@ class TestProtocol:
             assert str(caught.value) == text and caught.value.method == method
         with pytest.raises(RpcError, match="method's result is not JSON"):
             client.call("not_json")
+        with pytest.raises(RpcError, match=r"result is not JSON \(at method's result\[\"text\"\]: .*lone surrogate"):
+            client.call("lone_surrogate")
         with pytest.raises(RpcError, match="takes from 1 to 2 positional arguments"):
             client.call("add", 1, 2, 3)
         chunks = []
@@ -462,9 +468,9 @@ class TestOwnershipAndTurns:
             thread.start()
         for thread in threads:
             thread.join(20)
-        (_, b1, e1), (_, b2, e2) = sorted(same, key=lambda r: r[1])
+        (_, _b1, e1), (_, b2, _e2) = sorted(same, key=lambda r: r[1])
         assert e1 <= b2, "two calls to one agent overlapped"
-        (_, b3, e3), (_, b4, e4) = sorted(apart, key=lambda r: r[1])
+        (_, _b3, e3), (_, b4, _e4) = sorted(apart, key=lambda r: r[1])
         assert b4 < e3, "calls to two different agents ran one after the other"
 
     def test_an_idle_agent_is_closed_and_reopened_on_the_next_request(self, serve):

@@ -19,11 +19,11 @@ from websockets.sync.client import connect
 
 from agentlab import Agent, get_agent, rpc
 from agentlab.agent import Connection
-from agentlab.agent.agent import live_agent
-from agentlab.agent.connection import current_connection
+from agentlab.agent._agent import live_agent
+from agentlab.agent._connection import current_connection
 from agentlab.errors import AgentlabError, InvalidArgumentError, StateNotJSONError
 from agentlab.serve import AgentClient, start
-from agentlab.store.naming import agent_path
+from agentlab.store._naming import agent_path
 
 STARTS: dict[str, int] = {}
 

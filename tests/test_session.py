@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-
-from agentlab.agent.agent import Agent, get_agent
-from agentlab.errors import UnknownMessageError
-from agentlab.session.session import SearchHit, Session
 from helpers import ids, msg, texts
+
+from agentlab.agent._agent import Agent, get_agent
+from agentlab.errors import UnknownMessageError
+from agentlab.session._session import SearchHit, Session
 
 
 @pytest.fixture
@@ -96,7 +96,7 @@ class TestSearch:
 
     def test_all_and_any_modes(self, chat):
         assert sorted(h.id for h in chat.search("deployment Friday", mode="all")) == ["a1", "u1"]
-        assert set(h.id for h in chat.search("friday plan", mode="any")) == {"u1", "a1", "u2b"}
+        assert {h.id for h in chat.search("friday plan", mode="any")} == {"u1", "a1", "u2b"}
 
     def test_stemming_follows_porter(self, chat):
         assert [h.id for h in chat.search("deploy")] == ["u2"]  # "deployment" stems elsewhere

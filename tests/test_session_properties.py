@@ -9,10 +9,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentlab.errors import UnknownLeafWarning
-from agentlab.session import contents as _contents
-from agentlab.session.compactor import COMPACTION_PREFIX
-from agentlab.session.session import Session
-from agentlab.store.database import Store
+from agentlab.session._compact_function import COMPACTION_PREFIX
+from agentlab.session._session import Session
+from agentlab.session.duckdb import _contents
+from agentlab.store._database import Store
 
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                      HealthCheck.function_scoped_fixture])

@@ -7,8 +7,8 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentlab.search.snippet import snippet
-from agentlab.search.tokenizer import stem, tokenize, word_spans
+from agentlab.search._snippet import snippet
+from agentlab.search._tokenizer import stem, tokenize, word_spans
 
 _SPACES = re.compile(r"\s+")
 

@@ -308,7 +308,7 @@ class TestGroupCommit:
         assert get_agent(Plain, "closing", root=tmp_path).state == {"n": 2}
 
     def test_a_failed_write_is_reported_and_the_state_read_from_the_file_again(self, tmp_path, monkeypatch):
-        import agentlab.agent.agent as agent_module
+        import agentlab.agent._agent as agent_module
 
         agent = get_agent(Plain, "failing", root=tmp_path)
         agent.set_state({"n": 0})
@@ -333,3 +333,17 @@ class TestGroupCommit:
         assert self._stored(agent) == [('{"n":3}',)]
         agent.set_state({"n": 4})
         assert self._stored(agent) == [('{"n":4}',)]
+
+
+def test_rpc_results_get_the_state_check() -> None:
+    """One JSON check: what state refuses, an RPC result is refused for too (a lone surrogate included)."""
+    from agentlab.agent import check_json
+    from agentlab.errors import InvalidArgumentError
+    from agentlab.serve.rpc import check_json as check_result
+
+    for bad in ({"s": "bad \ud800 surrogate"}, [float("nan")], {1: "key"}, (1, 2)):
+        with pytest.raises(StateNotJSONError):
+            check_json(bad)
+        with pytest.raises(InvalidArgumentError, match="result is not JSON"):
+            check_result(bad, "result")
+    check_result({"fine": ["é", 1, 2.5, None, True]}, "result")

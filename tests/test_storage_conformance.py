@@ -12,8 +12,9 @@ import random
 import warnings
 
 import pytest
+from helpers import ids, msg, texts
 
-from agentlab.context.providers import AgentContextProvider
+from agentlab.context._providers import AgentContextProvider
 from agentlab.errors import (
     ContextError,
     HistoryTooDeepError,
@@ -29,11 +30,10 @@ from agentlab.session import (
     Session,
     SessionStorage,
 )
-from agentlab.session.compactor import create_compact_function
-from agentlab.session.messages import UNSET, Appended
-from agentlab.session.storage import OutlineStorage
-from agentlab.store.database import Store
-from helpers import ids, msg, texts
+from agentlab.session._compact_function import create_compact_function
+from agentlab.session._messages import UNSET, Appended
+from agentlab.session._storage_contract import OutlineStorage
+from agentlab.store._database import Store
 
 KINDS = ["duckdb", "memory"]
 
@@ -350,7 +350,7 @@ class TestASessionWithoutAnAgent:
 
     def test_frames_say_they_need_an_agent_file(self):
         session = Session(InMemorySessionStorage())
-        with pytest.raises(SessionError, match="InMemorySessionStorage; use session.get_history"):
+        with pytest.raises(SessionError, match=r"InMemorySessionStorage; use session.get_history"):
             session.messages_df()
 
     def test_a_provider_can_still_live_in_an_agent_file(self, store):
@@ -400,17 +400,17 @@ class TestBothAnswerTheSameToTheSameOperations:
             roll = rng.random()
             if roll < 0.5:
                 parent = rng.choice([UNSET, None, rng.choice(names)])
-                both(lambda s: s.append({**msg(name, text), "created_at": stamp}, parent))
+                both(lambda s: s.append({**msg(name, text), "created_at": stamp}, parent))  # noqa: B023 - both() calls it at once
             elif roll < 0.6:
                 batch = [{**msg(rng.choice(names), text), "created_at": stamp} for _ in range(3)]
-                both(lambda s: s.append_many(batch))
+                both(lambda s: s.append_many(batch))  # noqa: B023 - both() calls it at once
             elif roll < 0.75:
-                both(lambda s: s.update({**msg(name, text), "created_at": stamp}))
+                both(lambda s: s.update({**msg(name, text), "created_at": stamp}))  # noqa: B023 - both() calls it at once
             elif roll < 0.9:
                 doomed = rng.sample(names, 2)
-                both(lambda s: s.delete(doomed))
+                both(lambda s: s.delete(doomed))  # noqa: B023 - both() calls it at once
             else:
                 ends = rng.sample(names, 2)
-                both(lambda s: s.add_compaction(text, *ends))
+                both(lambda s: s.add_compaction(text, *ends))  # noqa: B023 - both() calls it at once
             assert _observe(duck, names) == _observe(memory, names), f"step {step}"
         duck.store.close()

@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentlab.errors import MigrationError, ReadOnlyAgentError, SqlError
-from agentlab.store.migrations import MIGRATIONS, Migration
-from agentlab.store.naming import MAX_NAME_LENGTH, agent_path
-from agentlab.store.database import Store
+from agentlab.store._database import Store
+from agentlab.store._migrations import MIGRATIONS, Migration
+from agentlab.store._naming import MAX_NAME_LENGTH, agent_path
 
 
 def _create_a(conn):
@@ -65,12 +65,11 @@ class TestMigrations:
 class TestTransactions:
     def test_an_exception_rolls_everything_back(self, store):
         store.execute("CREATE TABLE t (x INTEGER)")
-        with pytest.raises(ValueError):
-            with store.transaction() as conn:
-                conn.execute("INSERT INTO t VALUES (1)")
-                with store.transaction() as inner:  # nested joins the outer one
-                    inner.execute("INSERT INTO t VALUES (2)")
-                raise ValueError("abort")
+        with pytest.raises(ValueError), store.transaction() as conn:
+            conn.execute("INSERT INTO t VALUES (1)")
+            with store.transaction() as inner:  # nested joins the outer one
+                inner.execute("INSERT INTO t VALUES (2)")
+            raise ValueError("abort")
         assert store.rows("SELECT * FROM t") == []
 
     def test_commit_hooks_run_only_after_commit(self, store):
@@ -81,11 +80,10 @@ class TestTransactions:
             store.after_commit(lambda: log.append("committed"))
             store.after_rollback(lambda: log.append("never"))
             assert log == []
-        with pytest.raises(RuntimeError):
-            with store.transaction():
-                store.after_commit(lambda: log.append("never"))
-                store.after_rollback(lambda: log.append("rolled back"))
-                raise RuntimeError
+        with pytest.raises(RuntimeError), store.transaction():
+            store.after_commit(lambda: log.append("never"))
+            store.after_rollback(lambda: log.append("rolled back"))
+            raise RuntimeError
         assert log == ["committed", "rolled back"]
 
     def test_sql_errors_carry_the_query(self, store):
@@ -96,9 +94,8 @@ class TestTransactions:
     def test_read_only_store_refuses_transactions(self, store_path):
         Store(store_path).close()
         ro = Store(store_path, read_only=True)
-        with pytest.raises(ReadOnlyAgentError):
-            with ro.transaction():
-                pass
+        with pytest.raises(ReadOnlyAgentError), ro.transaction():
+            pass
         ro.close()
 
 

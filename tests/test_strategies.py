@@ -7,7 +7,6 @@ import pytest
 
 from agentlab.eval.datasets import load_bundled
 from agentlab.eval.embedcache import EmbeddingCache
-from agentlab.search.embedders import HashEmbedder
 from agentlab.eval.strategies import (
     BM25,
     STOP_WORDS,
@@ -21,7 +20,8 @@ from agentlab.eval.strategies import (
     make_strategy,
     strip_question,
 )
-from agentlab.search.tokenizer import simple_tokenize
+from agentlab.search._embedders import HashEmbedder
+from agentlab.search._tokenizer import simple_tokenize
 
 
 @pytest.fixture(scope="module")
@@ -205,7 +205,7 @@ class TestDenseEmbedsThroughTheCache:
         first = EmbeddingCache(path)
         Dense(HashEmbedder(64), cache=first).fit(conversation)
         assert first.misses == len(conversation.turns) and first.hits == 0
-        assert first.count("hash-v1-64") == len(set(t.text for t in conversation.turns))
+        assert first.count("hash-v1-64") == len({t.text for t in conversation.turns})
         second = EmbeddingCache(path)  # a new object: only the file remembers
         strategy = Dense(HashEmbedder(64), cache=second)
         strategy.fit(conversation)
@@ -273,7 +273,7 @@ class TestHybridFusesRankings:
     def test_bad_arguments_say_what_to_give(self):
         with pytest.raises(ValueError, match="one weight per part"):
             Hybrid([BM25(), BM25()], weights=[1.0])
-        with pytest.raises(ValueError, match="one of .'rrf', 'minmax', 'zscore'"):
+        with pytest.raises(ValueError, match=r"one of .'rrf', 'minmax', 'zscore'"):
             Hybrid([BM25()], method="max")
         with pytest.raises(ValueError, match="list of numbers or 'learn'"):
             Hybrid([BM25(), BM25()], weights="tuned")

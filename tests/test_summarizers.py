@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import pytest
+from anthropic_mock import ScriptedClaude, overloaded, reply, text
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentlab import get_agent
-from agentlab.chat.agent import ChatAgent
-from agentlab.session.compactor import build_summary_prompt, compute_summary_budget, create_compact_function
+from agentlab.chat._chat_agent import ChatAgent
+from agentlab.chat._summarizers import ClaudeSummarizer, ExtractiveSummarizer, parse_summary_prompt
+from agentlab.context._tokens import estimate_string_tokens
 from agentlab.errors import ModelOverloadedError
-from agentlab.chat.summarizers import ClaudeSummarizer, ExtractiveSummarizer, parse_summary_prompt
-from agentlab.context.tokens import estimate_string_tokens
-from anthropic_mock import ScriptedClaude, overloaded, reply, text
+from agentlab.session._compact_function import build_summary_prompt, compute_summary_budget, create_compact_function
 
 FACTS = [
     "I am planning a trip to Lisbon in March with my sister Ana.",
@@ -96,8 +96,8 @@ class TestTheExtractiveSummarizer:
 
 _SAME_WHATEVER_THE_SEED = r"""
 import random, sys
-from agentlab.chat.summarizers import ExtractiveSummarizer
-from agentlab.session.compactor import build_summary_prompt
+from agentlab.chat._summarizers import ExtractiveSummarizer
+from agentlab.session._compact_function import build_summary_prompt
 
 vocab = ("alpha beta gamma delta kettle violin garden river mountain coffee tea music painting running camping dog "
          "cat sister brother mother father school work office trip beach city museum book movie friend party "

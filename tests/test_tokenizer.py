@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentlab.search.token_arrays import token_array
-from agentlab.search.tokenizer import (
+from agentlab.search._token_arrays import token_array
+from agentlab.search._tokenizer import (
     get_tokenizer,
     porter_stem,
     simple_porter_tokenize,

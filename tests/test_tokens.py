@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from agentlab.context.tokens import (
+from agentlab.context._tokens import (
     CHARS_PER_TOKEN,
     TOKENS_PER_MESSAGE,
     WORDS_TOKEN_MULTIPLIER,

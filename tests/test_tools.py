@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from agentlab.context.blocks import ContextBlocks, ContextConfig
-from agentlab.search.embedders import HashEmbedder
-from agentlab.context.providers import AgentContextProvider, AgentSkillProvider
-from agentlab.context.search_providers import VectorSearchProvider
-from agentlab.context.tools import context_tools
+from agentlab.context._blocks import ContextBlocks, ContextConfig
+from agentlab.context._providers import AgentContextProvider, AgentSkillProvider
+from agentlab.context._search_providers import VectorSearchProvider
+from agentlab.context._tools import context_tools
+from agentlab.search._embedders import HashEmbedder
 
 
 class Readonly:

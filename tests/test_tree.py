@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers import ids
 
 from agentlab.errors import (
     DuplicateMessageWarning,
@@ -14,11 +15,10 @@ from agentlab.errors import (
     UnknownLeafWarning,
     UnknownMessageError,
 )
-from agentlab.session.messages import UNSET, Appended, RowStat
-from agentlab.session.session import Session
-from agentlab.store.database import Store
-from agentlab.session.tree import tree_of
-from helpers import ids
+from agentlab.session._messages import UNSET, Appended, RowStat
+from agentlab.session._session import Session
+from agentlab.session.duckdb._tree import tree_of
+from agentlab.store._database import Store
 
 
 def msg(mid: str, text: str | None = None, role: str = "user") -> dict:
@@ -364,11 +364,10 @@ class TestPersistence:
 
     def test_rollback_leaves_map_and_file_equal(self, session, store):
         session.append_messages([msg("a"), msg("b")])
-        with pytest.raises(RuntimeError):
-            with store.transaction():
-                session.append_message(msg("c"))
-                assert session.latest_leaf_id() == "c"  # read-your-writes inside the transaction
-                raise RuntimeError("boom")
+        with pytest.raises(RuntimeError), store.transaction():
+            session.append_message(msg("c"))
+            assert session.latest_leaf_id() == "c"  # read-your-writes inside the transaction
+            raise RuntimeError("boom")
         assert session.latest_leaf_id() == "b"
         assert session.get_message("c") is None
         assert session.append_message(msg("c")).parent_id == "b"

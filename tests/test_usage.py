@@ -6,8 +6,8 @@ import math
 
 import pytest
 
+from agentlab.chat._usage import Usage, record_usage, session_usage, usage_from_api
 from agentlab.errors import InvalidArgumentError
-from agentlab.chat.usage import Usage, record_usage, session_usage, usage_from_api
 
 
 def usage_rows(store):

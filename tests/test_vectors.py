@@ -7,11 +7,11 @@ import random
 import numpy as np
 import pytest
 
-from agentlab.search.embedders import HashEmbedder, MiniLMEmbedder
 from agentlab.errors import EmbedderError, InvalidArgumentError, ReadOnlyAgentError, StoreInUseError
-from agentlab.store.database import Store
-from agentlab.search.faiss_index import vector_indexes as _caches
-from agentlab.search.vectors import VectorEntry, VectorHit, VectorStore, content_hash, drop_namespace
+from agentlab.search._embedders import HashEmbedder, MiniLMEmbedder
+from agentlab.search._faiss_index import vector_indexes as _caches
+from agentlab.search._vectors import VectorEntry, VectorHit, VectorStore, content_hash, drop_namespace
+from agentlab.store._database import Store
 
 FACTS = [
     ("pet", "Melanie adopted a puppy last spring", {"speaker": "Melanie"}),
@@ -273,13 +273,12 @@ class TestFaissCache:
         vs.add_many(FACTS)
         vs.search("x")
         cache = cached(file_store)
-        with pytest.raises(RuntimeError, match="abort"):
-            with file_store.transaction():
-                vs.add("ghost", "A ghost entry that never commits")
-                vs.delete("pet")
-                # Inside the transaction the search sees its own writes, from a throwaway index.
-                assert vs.search("ghost entry never commits", k=1)[0].key == "ghost"
-                raise RuntimeError("abort")
+        with pytest.raises(RuntimeError, match="abort"), file_store.transaction():
+            vs.add("ghost", "A ghost entry that never commits")
+            vs.delete("pet")
+            # Inside the transaction the search sees its own writes, from a throwaway index.
+            assert vs.search("ghost entry never commits", k=1)[0].key == "ghost"
+            raise RuntimeError("abort")
         assert cached(file_store) is cache and cache.index.ntotal == 4
         assert vs.get("ghost") is None and vs.get("pet") is not None
         assert [hit.key for hit in vs.search("ghost entry never commits", k=10) if hit.key == "ghost"] == []
@@ -327,7 +326,7 @@ class TestEmbedderMistakes:
             (Broken(), [*FACTS, ("bad", "poison pill", None)]),
         ]:
             vs = VectorStore(file_store, "kb", embedder)
-            with pytest.raises(EmbedderError, match="nothing was stored|declares dimension=64"):
+            with pytest.raises(EmbedderError, match=r"nothing was stored|declares dimension=64"):
                 vs.add_many(items)
             assert vs.count() == 0
             assert [table_count(file_store, t) for t in ("vector_embeddings", "vector_namespaces")] == [0, 0]

@@ -9,7 +9,7 @@ import pytest
 from helpers import frontend_request, frontend_update, record_comms, synced
 
 from agentlab import Agent, get_agent
-from agentlab.views import BranchTree, ContextView, StateView
+from agentlab.views import BranchTree, ContextView, StateView, show
 from agentlab.views._layout import build_plan, shown_indices
 from agentlab.views._messages import parts_json, short_text, tool_kind
 
@@ -195,8 +195,8 @@ class TestMessageParts:
 
 # --- sessions -------------------------------------------------------------------------------------
 
-from agentlab.session.manager import SessionManager  # noqa: E402
-from agentlab.session.session import Session  # noqa: E402
+from agentlab.session._manager import SessionManager  # noqa: E402
+from agentlab.session._session import Session  # noqa: E402
 
 
 class Quiet(Agent):
@@ -216,7 +216,7 @@ def say(mid, role="user"):
 class TestDashboard:
     def test_session_show_has_the_three_views(self):
         session = Session.create(get_agent(Quiet, "ctx")).with_context("memory", max_tokens=50)
-        dash = session.show()
+        dash = show(session)
         assert isinstance(dash.state, StateView) and isinstance(dash.tree, BranchTree)
         assert isinstance(dash.context, ContextView) and dash.tree.session is session
         html = dash._repr_mimebundle_()["text/html"]
@@ -229,13 +229,13 @@ class TestDashboard:
                 self.session = Session.create(self)
 
         agent = get_agent(WithSession, "shown")
-        dash = agent.show()
+        dash = show(agent)
         assert dash.tree.session is agent.session and dash.state.agent is agent and dash.picker is None
         dash.close()
         assert dash.state.connection.closed
 
     def test_a_plain_agent_without_sessions_shows_its_state_only(self):
-        bare = get_agent(Quiet, "bare").show()
+        bare = show(get_agent(Quiet, "bare"))
         assert (bare.tree, bare.context, bare.picker) == (None, None, None) and bare.state is not None
 
     def test_a_plain_agent_shows_its_newest_session_with_a_picker(self):
@@ -245,7 +245,7 @@ class TestDashboard:
         manager = SessionManager(agent)
         named = manager.create("trip planning")
         manager.session(named.id).append_message(say("x1"))
-        dash = agent.show()
+        dash = show(agent)
         assert dash.picker.options == (
             ("trip planning (" + named.id[:8] + ")", named.id), ("default session ('')", ""))
         assert dash.tree.stats["messages"] == 1 and dash.tree.current_leaf == "x1"
@@ -257,7 +257,7 @@ class TestDashboard:
         agent = get_agent(Quiet, "follows")
         mine = Session.create(agent)
         mine.append_message(say("q1"))
-        dash = agent.show()
+        dash = show(agent)
         assert dash.session is not mine and dash.tree.current_leaf == "q1"
         mine.append_message(say("r1", "assistant"))
         assert dash.tree.current_leaf == "r1" and dash.tree.stats["messages"] == 2

@@ -9,9 +9,9 @@ from helpers import role_msg as msg
 
 from agentlab import get_agent
 from agentlab.session import InMemorySessionStorage
-from agentlab.session.session import Session
+from agentlab.session._session import Session
 from agentlab.views import ContextView
-from agentlab.views import context_view as context_view_module
+from agentlab.views import _context_view as context_view_module
 
 
 @pytest.fixture(autouse=True)

@@ -15,9 +15,9 @@ from helpers import role_msg as msg
 from agentlab import get_agent
 from agentlab.errors import DuplicateMessageWarning, InvalidSearchError, SessionError, UnknownMessageError
 from agentlab.session import InMemorySessionStorage
-from agentlab.session.session import Session
+from agentlab.session._session import Session
 from agentlab.views import BranchTree
-from agentlab.views import branch_tree as branch_tree_module
+from agentlab.views import _branch_tree as branch_tree_module
 
 
 @pytest.fixture(autouse=True)

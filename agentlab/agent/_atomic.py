@@ -29,7 +29,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from agentlab.store.fsync import fsync_dir
+from agentlab.store import fsync_dir
 
 _AT_FDCWD = -100
 _RENAME_NOREPLACE = 1

@@ -7,7 +7,7 @@ frozen for the session (``/refresh`` re-renders it). Slash commands: ``/retry``,
 ``/refresh``, ``/quit``.
 
 Invariants: without an API key (and without ``--offline``) nothing is created: the command prints how to configure
-a key and exits with status 2. ``--offline`` talks to :class:`agentlab.chat.offline.OfflineClaude` (no network).
+a key and exits with status 2. ``--offline`` talks to :class:`agentlab.chat.OfflineClaude` (no network).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from agentlab.chat.agent import ChatAgent
+from agentlab.chat._chat_agent import ChatAgent
 from agentlab.errors import AgentlabError
 
 __all__ = ["TerminalAgent", "add_parser", "run"]
@@ -56,8 +56,8 @@ def _has_key() -> bool:
 def run(args: argparse.Namespace, *, stdin: TextIO | None = None, out: TextIO | None = None,
         err: TextIO | None = None) -> int:
     """Run the chat loop; returns the process exit status."""
-    from agentlab.agent.agent import get_agent
-    from agentlab.chat.settings import NO_KEY_HELP
+    from agentlab.agent import get_agent
+    from agentlab.chat._settings import NO_KEY_HELP
 
     stdin, out, err = stdin or sys.stdin, out or sys.stdout, err or sys.stderr
     if not args.offline and not _has_key():
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace, *, stdin: TextIO | None = None, out: TextIO | 
         if args.model or args.max_tokens:
             agent.configure(model=args.model, max_tokens=args.max_tokens)
         if args.offline:
-            from agentlab.chat.offline import OfflineClaude
+            from agentlab.chat._offline import OfflineClaude
 
             agent.use_client(OfflineClaude().client())
         # A new terminal session starts from the memory as it is now; during the session the prompt stays frozen.

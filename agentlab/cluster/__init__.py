@@ -1,11 +1,11 @@
 """Past one machine: agents as named Ray actors, evaluations and simulated users on a Ray cluster.
 
 * ``get_agent(Cls, name, backend="ray")`` returns an :class:`AgentHandle` whose calls run in the named, detached
-  actor that owns the agent's DuckDB file (:mod:`agentlab.cluster.handle`).
+  actor that owns the agent's DuckDB file (:mod:`agentlab.cluster._handle`).
 * ``agentlab.eval.run(..., executor="ray")`` shards conversations over Ray workers (:class:`RayExecutor`).
 * :func:`simulate` replays a dataset as many users, one agent each, here or on Ray (``agentlab simulate``).
 
-This module re-exports names on first use, and :func:`register` (:mod:`agentlab.cluster.registration`, called by
+This module re-exports names on first use, and :func:`register` (:mod:`agentlab.cluster._registration`, called by
 :mod:`agentlab._wiring`) registers the ``"ray"`` backend and executor: Ray itself is imported when something
 first needs it (``pip install 'agentlab[ray]'``), never by ``import agentlab``.
 """
@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentlab.cluster.registration import register
+from agentlab.cluster._registration import register
 
 __all__ = ["AgentHandle", "CompactionPolicy", "RayExecutor", "SessionHandle", "Simulation", "register", "simulate"]
 
 _EXPORTS = {
-    "AgentHandle": "handle", "SessionHandle": "handle", "RayExecutor": "evaluation",
-    "CompactionPolicy": "simulation", "Simulation": "simulation", "simulate": "simulation",
+    "AgentHandle": "_handle", "SessionHandle": "_handle", "RayExecutor": "_evaluation",
+    "CompactionPolicy": "_simulation", "Simulation": "_simulation", "simulate": "_simulation",
 }
 
 

@@ -46,9 +46,8 @@ def _extend_eval(commands: Any) -> None:
                 print("agentlab eval: --workers needs --ray.", file=sys.stderr)
                 return 2
             return local(args)
+        from agentlab.cluster._evaluation import RayExecutor
         from agentlab.errors import AgentlabError
-
-        from .evaluation import RayExecutor
 
         try:
             executor = RayExecutor(address=args.ray or None, workers=args.workers)
@@ -105,9 +104,8 @@ def _tokens(text: str) -> int:
 
 
 def _simulate(args: argparse.Namespace) -> int:
+    from agentlab.cluster._simulation import CompactionPolicy, simulate
     from agentlab.errors import AgentlabError
-
-    from .simulation import CompactionPolicy, simulate
 
     started_ray = False
     try:

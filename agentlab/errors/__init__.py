@@ -15,11 +15,11 @@ The classes live in one module per layer or area (``base``, ``store``, ``state``
 
 from __future__ import annotations
 
-from agentlab.errors.base import (
+from agentlab.errors._base import (
     AgentlabError,
     InvalidArgumentError,
 )
-from agentlab.errors.chat import (
+from agentlab.errors._chat import (
     ChatError,
     InvalidClientError,
     InvalidModelRequestError,
@@ -32,12 +32,12 @@ from agentlab.errors.chat import (
     NoApiKeyError,
     TurnError,
 )
-from agentlab.errors.cluster import (
+from agentlab.errors._cluster import (
     ActorLostError,
     ClusterError,
     RayNotInstalledError,
 )
-from agentlab.errors.context import (
+from agentlab.errors._context import (
     BlockBudgetError,
     BlockNotFoundError,
     BlockReadonlyError,
@@ -45,30 +45,30 @@ from agentlab.errors.context import (
     ContextProviderError,
     EmbedderError,
 )
-from agentlab.errors.evaluation import (
+from agentlab.errors._evaluation import (
     DatasetError,
     EmptySelectionError,
     EvaluationError,
     UnknownCategoryError,
 )
-from agentlab.errors.experiments import (
+from agentlab.errors._experiments import (
     BatchError,
     BudgetExceededError,
     ExperimentError,
     PricingError,
     UnknownPolicyError,
 )
-from agentlab.errors.exports import (
+from agentlab.errors._exports import (
     ExportDiskFullError,
     ExportError,
     ExportMismatchError,
 )
-from agentlab.errors.search import (
+from agentlab.errors._search import (
     CorruptIndexError,
     InvalidSearchError,
     SearchIndexWarning,
 )
-from agentlab.errors.serve import (
+from agentlab.errors._serve import (
     AgentConnectionError,
     RpcError,
     RpcTimeoutError,
@@ -76,7 +76,7 @@ from agentlab.errors.serve import (
     ServeError,
     ServeRootLockedError,
 )
-from agentlab.errors.session import (
+from agentlab.errors._session import (
     CompactionError,
     ConversationFormatError,
     DuplicateMessageWarning,
@@ -92,14 +92,14 @@ from agentlab.errors.session import (
     UnknownRoleWarning,
     UnknownSessionError,
 )
-from agentlab.errors.state import (
+from agentlab.errors._state import (
     ConnectionClosedError,
     ReadonlyConnectionError,
     StateError,
     StateNotJSONError,
     StateRejectedError,
 )
-from agentlab.errors.store import (
+from agentlab.errors._store import (
     AgentClassConflictError,
     AgentClosedError,
     AgentDestroyedError,

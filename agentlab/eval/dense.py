@@ -1,6 +1,6 @@
 """The dense strategy: sentence embeddings searched through the vector store's FAISS index.
 
-Invariants: the index is :class:`agentlab.search.faiss_index.VectorIndex`, the one the agent's vector store
+Invariants: the index is :class:`agentlab.search._faiss_index.VectorIndex`, the one the agent's vector store
 searches, with unit positions as ids, so the order is the store's (best first, equal scores by position); every
 vector goes through the run's :class:`~agentlab.eval.embedcache.EmbeddingCache`.
 """
@@ -17,7 +17,7 @@ from agentlab.eval.units import BaseStrategy, Unit
 if TYPE_CHECKING:
     from agentlab.eval.datasets import Conversation
     from agentlab.eval.embedcache import EmbeddingCache
-    from agentlab.search.embedders import Embedder
+    from agentlab.search import Embedder
 
 __all__ = ["Dense"]
 
@@ -36,7 +36,7 @@ class Dense(BaseStrategy):
     query (``query_rewrite="drop-speakers"``) helps more still (BENCHMARKS.md).
 
     Args:
-        embedder: any :class:`~agentlab.search.embedders.Embedder`; default ``MiniLMEmbedder()``.
+        embedder: any :class:`~agentlab.search.Embedder`; default ``MiniLMEmbedder()``.
         cache: an embedding cache; default the runner's (or an in-memory one when used alone).
         **options: unit options and ``query_rewrite`` (see :class:`BaseStrategy`); ``key`` defaults to
             ``"speaker"``.
@@ -49,7 +49,7 @@ class Dense(BaseStrategy):
         options.setdefault("key", "speaker")
         super().__init__(**options)
         if embedder is None:
-            from agentlab.search.embedders import MiniLMEmbedder
+            from agentlab.search import MiniLMEmbedder
 
             embedder = MiniLMEmbedder()
         self.embedder = embedder
@@ -83,7 +83,7 @@ class Dense(BaseStrategy):
         self._embed_queries([self.query_text(q) for q in queries])
 
     def index(self, units: Sequence[Unit]) -> None:
-        from agentlab.search.faiss_index import VectorIndex
+        from agentlab.search import VectorIndex
 
         self.units = list(units)
         self.vectors = self._cache().encode(self.embedder, [u.text for u in self.units])

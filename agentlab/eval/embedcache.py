@@ -8,7 +8,7 @@ text, or a notebook restart never calls the model for a text it has seen.
 Invariants:
 
 * A stored vector is exactly what the embedder returned for that text (after
-  :func:`~agentlab.search.embedders.check_embeddings`), as float32; rows are never updated.
+  :func:`~agentlab.search._embedders.check_embeddings`), as float32; rows are never updated.
 * :meth:`EmbeddingCache.encode` returns one row per input text, in input order, whatever was cached.
 * The file is opened only for one read or write, or for one :meth:`EmbeddingCache.hold` block
   (an evaluation run), so several processes can take turns using it; when another process holds
@@ -28,8 +28,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from agentlab.search.embedders import Embedder, encode_batched
-from agentlab.search.vectors import content_hash
+from agentlab.search import Embedder, content_hash, encode_batched
 
 if TYPE_CHECKING:
     import duckdb
@@ -53,7 +52,7 @@ WHERE e.model_id = ?
 
 def default_cache_path() -> Path:
     """``$AGENTLAB_HOME/cache/embeddings.duckdb`` (``./agentlab-data/...`` when the variable is unset)."""
-    from agentlab.store.naming import resolve_root
+    from agentlab.store import resolve_root
 
     return resolve_root(None) / "cache" / "embeddings.duckdb"
 
@@ -186,7 +185,7 @@ class EmbeddingCache:
         """Embed ``texts`` with ``embedder``, calling it only for texts this cache has not seen.
 
         Args:
-            embedder: Any :class:`~agentlab.search.embedders.Embedder`; its ``model_id`` is part of the key.
+            embedder: Any :class:`~agentlab.search.Embedder`; its ``model_id`` is part of the key.
             texts: The texts, in the order wanted back.
             progress: Show a ``tqdm.auto`` bar while embedding the missing texts (also when :attr:`progress` is set
                 and more than 128 texts are missing).

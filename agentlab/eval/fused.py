@@ -1,4 +1,4 @@
-"""Hybrid retrieval: several strategies fused into one ranking by :mod:`agentlab.search.fusion`.
+"""Hybrid retrieval: several strategies fused into one ranking by :mod:`agentlab.search._fusion`.
 
 :class:`Hybrid` fuses its parts' rankings (reciprocal rank fusion) or their scores after min-max or z-score
 normalisation, with fixed weights or weights it learns from training questions (``weights="learn"``). Learning
@@ -22,7 +22,7 @@ import numpy as np
 from agentlab.eval.dense import Dense
 from agentlab.eval.lexical import BM25, STOP_WORDS
 from agentlab.eval.units import BaseStrategy, Unit, _by_score
-from agentlab.search.fusion import FUSION_METHODS, fuse
+from agentlab.search import FUSION_METHODS, fuse
 
 if TYPE_CHECKING:
     from agentlab.eval.datasets import Conversation, Question
@@ -168,13 +168,13 @@ class Hybrid(BaseStrategy):
 
     def _combine(self, parts: list[np.ndarray], weights: Sequence[float]) -> np.ndarray:
         if self.method == "rrf":
-            from agentlab.search.fusion import rrf_positions
+            from agentlab.search import rrf_positions
 
             return rrf_positions(len(self.units), parts, k=self.k, weights=weights)
         return fuse(parts, method=self.method, weights=weights)
 
     def scores(self, query: str) -> np.ndarray:
-        """The fused score of every unit, in unit order (:mod:`agentlab.search.fusion`)."""
+        """The fused score of every unit, in unit order (:mod:`agentlab.search._fusion`)."""
         if not self.units:
             return np.zeros(0)
         return self._combine(self.part_scores(query), self.weights)
@@ -242,7 +242,7 @@ class Hybrid(BaseStrategy):
 
     def _values(self, data: list[tuple[list[np.ndarray], np.ndarray, int]], weights: Sequence[float]) -> np.ndarray:
         """``learn_metric`` of each training question under these weights."""
-        from agentlab.search.fusion import rrf_positions
+        from agentlab.search import rrf_positions
 
         cut = None if self.learn_metric == "mrr" else int(self.learn_metric.split("@")[1])
         out = np.zeros(len(data))

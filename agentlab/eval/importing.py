@@ -28,8 +28,7 @@ from typing import TYPE_CHECKING, Any
 from agentlab.eval.datasets import Conversation, Dataset, DialogueTurn, parse_date
 
 if TYPE_CHECKING:
-    from agentlab.session.messages import Appended
-    from agentlab.session.session import Session
+    from agentlab.session import Appended, Session
 
 __all__ = ["import_conversation", "import_dataset", "turn_message"]
 
@@ -115,7 +114,7 @@ def import_dataset(agent: Any, dataset: Dataset, *, roles: Mapping[str, str] | N
     Returns:
         ``{conversation_id: Session}``.
     """
-    from agentlab.session.manager import SessionManager
+    from agentlab.session import SessionManager
 
     manager = SessionManager(agent)
     known = {info.id for info in manager.list()}

@@ -36,13 +36,13 @@ STOP_WORDS = frozenset([
 
 
 def _resolve_tokenizer(tokenizer: str | Callable[[str], list[str]]) -> Callable[[str], list[str]]:
-    from agentlab.search.tokenizer import get_tokenizer
+    from agentlab.search import get_tokenizer
 
     return get_tokenizer(tokenizer)
 
 
 class BM25(BaseStrategy):
-    """BM25 over each unit's key, scored by agentlab's engine (:class:`agentlab.search.bm25.BM25Corpus`).
+    """BM25 over each unit's key, scored by agentlab's engine (:class:`agentlab.search.BM25Corpus`).
 
     The defaults are upstream's search ranking: FTS5 ``porter unicode61`` tokens and ``bm25()``
     (k1 = 1.2, b = 0.75, idf floored at 1e-6). ``BM25("simple", k1=1.5, idf="okapi")`` is
@@ -56,7 +56,7 @@ class BM25(BaseStrategy):
         idf: ``"fts5"`` or ``"okapi"`` (negative idf replaced by ``epsilon`` times the mean idf).
         epsilon: see ``idf``.
         stopwords: words dropped from keys and queries after tokenizing, e.g. :data:`STOP_WORDS`.
-        rm3: pseudo-relevance feedback (:func:`agentlab.search.feedback.rm3_weights`): ``True`` for
+        rm3: pseudo-relevance feedback (:func:`agentlab.search._feedback.rm3_weights`): ``True`` for
             10 feedback units, 10 expansion terms and half the weight on the original query, or a dict of
             ``fb_docs``, ``fb_terms``, ``original_weight``.
         **options: unit options and ``query_rewrite`` (see :class:`BaseStrategy`).
@@ -74,7 +74,7 @@ class BM25(BaseStrategy):
             unknown = sorted(set(self.rm3) - set(RM3_DEFAULTS))
             if unknown:
                 raise ValueError(f"Unknown rm3 option {unknown[0]!r}; use {sorted(RM3_DEFAULTS)}.")
-        from agentlab.search.bm25 import BM25Params
+        from agentlab.search import BM25Params
 
         self.params = BM25Params(k1=k1, b=b, idf=idf, epsilon=epsilon)  # validates idf early
         self.tokenizer = _resolve_tokenizer(tokenizer)
@@ -89,7 +89,7 @@ class BM25(BaseStrategy):
         return [t for t in tokens if t not in self._stop] if self._stop else tokens
 
     def index(self, units: Sequence[Unit]) -> None:
-        from agentlab.search.bm25 import BM25Corpus
+        from agentlab.search import BM25Corpus
 
         self.units = list(units)
         p = self.params
@@ -106,7 +106,7 @@ class BM25(BaseStrategy):
             return np.zeros(0)
         query = self.query_text(query)
         if self.rm3 is not None:
-            from agentlab.search.feedback import rm3_weights
+            from agentlab.search import rm3_weights
 
             weights = rm3_weights(self._corpus, self._tokens(query), **self.rm3)
             return self._corpus.weighted_scores(weights)
@@ -131,7 +131,7 @@ class BM25(BaseStrategy):
 class Phrase(BaseStrategy):
     """Upstream's ``Session.search``: the question as one FTS5 phrase, through agentlab's full-text index.
 
-    Units are indexed in an in-memory :class:`~agentlab.search.fulltext.FullTextIndex` (FTS5 ``porter
+    Units are indexed in an in-memory :class:`~agentlab.search.FullTextIndex` (FTS5 ``porter
     unicode61`` tokens, ``bm25()`` ranking), and only units holding the query's tokens adjacent and
     in order are returned, so a question rarely finds anything: this strategy shows what exact
     phrase search misses. ``mode="all"`` is upstream's ``SessionManager.search`` instead (every
@@ -141,7 +141,7 @@ class Phrase(BaseStrategy):
     name = "phrase"
 
     def __init__(self, *, mode: str = "phrase", **options: Any) -> None:
-        from agentlab.search.fulltext import MODES
+        from agentlab.search import MODES
 
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, not {mode!r}.")
@@ -150,8 +150,8 @@ class Phrase(BaseStrategy):
         self._index: Any = None
 
     def index(self, units: Sequence[Unit]) -> None:
-        from agentlab.search.fulltext import FullTextIndex
-        from agentlab.store.database import Store
+        from agentlab.search import FullTextIndex
+        from agentlab.store import Store
 
         self.units = list(units)
         if self._index is None:

@@ -30,8 +30,7 @@ from agentlab.errors import EvaluationError
 from agentlab.eval.datasets import parse_date
 from agentlab.eval.rewrites import named_speakers
 from agentlab.eval.units import Unit, _by_score
-from agentlab.search.fusion import min_max
-from agentlab.search.rerank import diversify_groups, mmr, neighbour_boost
+from agentlab.search import diversify_groups, min_max, mmr, neighbour_boost
 
 if TYPE_CHECKING:
     from agentlab.eval.datasets import Conversation, Question

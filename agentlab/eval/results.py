@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentlab._hooks import Accessor
 from agentlab.errors import EvaluationError
 from agentlab.eval.metrics import summarize
 from agentlab.eval.reporting import TUNING_MARKS, render_report
@@ -74,8 +73,62 @@ class Results:
     n_boot: int = 1000
     seed: int = 0
 
-    plot = Accessor("results.plot", "Recall@k curves per strategy and category "
-                    "(:func:`agentlab.frames.plot.recall_curves`); returns the figure.", call=True)
+    def plot(
+        self,
+        *,
+        metric: str = "recall",
+        by_category: bool = True,
+        strategies: Sequence[str] | None = None,
+        ax: Any = None,
+    ) -> Any:
+        """Compare strategies: one line per strategy of ``metric@k`` against k, with 95% intervals.
+
+        Args:
+            metric: ``"recall"``, ``"hit"``, ``"all"`` or ``"ndcg"``.
+            by_category: one panel per category plus ``"overall"``; otherwise the overall panel only.
+            strategies: which strategies to draw, in this order (default all, in run order).
+            ax: draw the overall panel into this Axes instead of a new figure (forces ``by_category=False``).
+
+        Returns:
+            The figure.
+
+        Raises:
+            ValueError: the results hold no ``metric@k`` column.
+        """
+        import matplotlib.pyplot as plt
+
+        summary = self.summary
+        prefix = f"{metric}@"
+        rows = summary[summary["metric"].astype(str).str.startswith(prefix)]
+        if rows.empty:
+            raise ValueError(f"No {prefix}k metric in these results; use one of recall, hit, all, ndcg.")
+        names = list(strategies) if strategies is not None else list(dict.fromkeys(rows["strategy"]))
+        groups = list(dict.fromkeys(rows["category"])) if by_category and ax is None else ["overall"]
+        if ax is None:
+            fig, grid = plt.subplots(1, len(groups), figsize=(3.2 * len(groups) + 0.8, 3.4), sharey=True,
+                                     squeeze=False)
+            axes = list(grid[0])
+        else:
+            fig, axes = ax.figure, [ax]
+        for panel, group in zip(axes, groups):
+            part = rows[rows["category"] == group]
+            for name in names:
+                line = part[part["strategy"] == name].copy()
+                if line.empty:
+                    continue
+                line["k"] = line["metric"].str.slice(len(prefix)).astype(int)
+                line = line.sort_values("k")
+                drawn = panel.plot(line["k"], line["mean"], marker="o", label=name)
+                panel.fill_between(line["k"], line["ci_low"], line["ci_high"], alpha=0.15, color=drawn[0].get_color())
+            n = int(part["n"].iloc[0]) if len(part) else 0
+            panel.set_title(f"{group} (n={n})" if group == "overall" else f"category {group} (n={n})", fontsize=10)
+            panel.set_xlabel("k")
+            panel.set_ylim(0, 1)
+            panel.grid(alpha=0.3)
+        axes[0].set_ylabel(f"{metric}@k")
+        axes[-1].legend(fontsize=8, loc="lower right")
+        fig.tight_layout()
+        return fig
 
     @classmethod
     def from_rows(cls, rows: list[dict[str, Any]], ks: Sequence[int], *, n_boot: int = 1000, seed: int = 0,

@@ -299,7 +299,7 @@ class Runner:
         if not self._fits(upper):
             unsent = len(todo) - todo.index(request)
             raise BudgetExceededError(self._committed(), upper, float(self.budget or 0), unsent)
-        from agentlab.chat.api import call_messages_api
+        from agentlab.chat import call_messages_api
 
         try:
             message = call_messages_api(self.client, dict(request.params))

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from agentlab.store.migrations import Migration
+from agentlab.store import Migration
 
 __all__ = ["MIGRATIONS", "CachedClient", "RequestCache", "default_cache_path", "request_key"]
 
@@ -86,7 +86,7 @@ MIGRATIONS = [Migration("experiments001_requests", _m001_requests)]
 
 def default_cache_path() -> Path:
     """``$AGENTLAB_HOME/cache/experiments.duckdb`` (``./agentlab-data/...`` when the variable is unset)."""
-    from agentlab.store.naming import resolve_root
+    from agentlab.store import resolve_root
 
     return resolve_root(None) / "cache" / "experiments.duckdb"
 
@@ -108,7 +108,7 @@ class RequestCache:
     _open: ClassVar[dict[str, RequestCache]] = {}  # one live cache per file in this process
 
     def __init__(self, path: str | os.PathLike[str] | None) -> None:
-        from agentlab.store.database import Store
+        from agentlab.store import Store
 
         self.path = None if path is None else Path(path)
         if self.path is not None:
@@ -238,7 +238,7 @@ class RequestCache:
 
 
 class CachedClient:
-    """A client for :func:`agentlab.chat.api.call_messages_api` whose ``messages.create`` is cached.
+    """A client for :func:`agentlab.chat._api.call_messages_api` whose ``messages.create`` is cached.
 
     ``CachedClient(client, cache).messages.create(**body)`` returns the stored response body when the same body
     was answered before, and otherwise calls the real client and stores request, response and usage. It is how
@@ -253,7 +253,7 @@ class CachedClient:
         self.messages = self
 
     def create(self, **body: Any) -> dict[str, Any]:
-        from agentlab.chat.api import call_messages_api
+        from agentlab.chat import call_messages_api
 
         from .pricing import cost_of
 

@@ -125,7 +125,7 @@ def _check_output(path: str | None, flag: str) -> None:
 def _run(args: Any) -> int:
     import pandas as pd
 
-    from agentlab.chat.settings import NO_KEY_HELP
+    from agentlab.chat import NO_KEY_HELP
     from agentlab.errors import ExperimentError, NoApiKeyError
 
     from .policies import resolve_policies
@@ -178,7 +178,7 @@ def _run(args: Any) -> int:
 
 
 def _price(text: str, model: str | None, judge_model: str | None) -> dict[str, Any]:
-    from agentlab.chat.settings import resolve_settings
+    from agentlab.chat import resolve_settings
     from agentlab.errors import ExperimentError
 
     from .pricing import Price

@@ -57,8 +57,7 @@ class ClaudeMemoryWriter:
 
     def __call__(self, session: Any, turns: Sequence[Any]) -> list[str]:
         """Send the request and run its ``set_context`` calls; returns the tool results."""
-        from agentlab.chat.api import call_messages_api
-        from agentlab.chat.settings import resolve_settings
+        from agentlab.chat import call_messages_api, resolve_settings
 
         system = session.system_prompt
         body: dict[str, Any] = {

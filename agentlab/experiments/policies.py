@@ -7,8 +7,8 @@ A :class:`Policy` bundles everything that decides what a model sees at question 
   ``min_tail_messages`` at the end) and how much recent history stays verbatim (``tail_token_budget``);
   ``None`` means the session never compacts;
 * the summarizer that writes the compaction summary: ``"extractive"``
-  (:class:`agentlab.chat.summarizers.ExtractiveSummarizer`, offline and deterministic), ``"claude"``
-  (:class:`agentlab.chat.summarizers.ClaudeSummarizer`), ``"auto"`` (Claude when ``ANTHROPIC_API_KEY`` is set,
+  (:class:`agentlab.chat.ExtractiveSummarizer`, offline and deterministic), ``"claude"``
+  (:class:`agentlab.chat.ClaudeSummarizer`), ``"auto"`` (Claude when ``ANTHROPIC_API_KEY`` is set,
   else extractive) or any ``prompt -> summary`` callable;
 * context :class:`Block` objects: writable blocks in the system prompt, and a ``memory_writer`` that
   updates them with ``set_context`` after each dataset session (``"claude"``, or a callable); without a
@@ -165,7 +165,7 @@ class Policy:
             if self.summarizer == "auto":
                 return "claude" if os.environ.get("ANTHROPIC_API_KEY") else "extractive"
             return self.summarizer
-        from agentlab.chat.summarizers import ClaudeSummarizer, ExtractiveSummarizer
+        from agentlab.chat import ClaudeSummarizer, ExtractiveSummarizer
 
         if isinstance(self.summarizer, ExtractiveSummarizer):
             return "extractive"

@@ -7,7 +7,7 @@ output. A 5-minute cache write costs 1.25x the input price and a cache read 0.1x
 ``prices={"model-prefix": Price(...)}`` where these are out of date, and a model with no price raises
 :class:`~agentlab.errors.PricingError` rather than being estimated at zero.
 
-Estimates count input tokens with :func:`agentlab.context.tokens.estimate_string_tokens` over the request's texts (the
+Estimates count input tokens with :func:`agentlab.context.estimate_string_tokens` over the request's texts (the
 upstream heuristic, not Claude's tokenizer: newer Claude models count about 30% more tokens for the same text,
 so the upper bound adds 30%) and output at ``max_tokens``, the most a request can cost.
 
@@ -104,7 +104,7 @@ def _texts(value: Any) -> Iterable[str]:
 
 def request_tokens(params: Mapping[str, Any]) -> int:
     """Estimated input tokens of a Messages API body: its system, tool and message texts, 4 per message."""
-    from agentlab.context.tokens import estimate_string_tokens
+    from agentlab.context import estimate_string_tokens
 
     parts = [*_texts(params.get("system")), *_texts(params.get("tools")), *_texts(params.get("messages"))]
     return sum(estimate_string_tokens(p) for p in parts) + 4 * len(params.get("messages") or ())

@@ -213,7 +213,7 @@ def answer(
         raise ExperimentError("This replay kept no prompts; run replay(..., keep_prompts=True) before answer().")
     if not isinstance(runs, int) or isinstance(runs, bool) or runs < 1:
         raise InvalidArgumentError(f"runs must be a whole number of 1 or more, not {runs!r}.")
-    from agentlab.chat.settings import resolve_settings
+    from agentlab.chat import resolve_settings
 
     model = str(model or resolve_settings().model)
     judge_model = str(judge_model or model)
@@ -221,7 +221,7 @@ def answer(
     wanted = None if categories is None else {str(c) for c in categories}
     emit = out or (lambda line: None)
     if client is None and not dry_run:
-        from agentlab.chat.settings import build_client
+        from agentlab.chat import build_client
 
         client = build_client(resolve_settings())
     runner = Runner(client, cache, mode=mode, budget=budget, prices=prices, poll_interval=poll_interval, out=out,

@@ -307,7 +307,7 @@ def _add_frame_columns(run: _Run) -> None:
 
 def _target(policy: Policy, conversation: Conversation, root: Path | None) -> Any:
     if root is None:
-        from agentlab.store.database import Store
+        from agentlab.store import Store
 
         return Store()
     from agentlab.agent import Agent, get_agent
@@ -319,7 +319,7 @@ def _replay_one(policy: Policy, conversation: Conversation, questions: list[Ques
                 points: dict[int, list[Question]], *, match: Any, root: Path | None,
                 claude: Callable[[], Any] | None, keep: dict[Any, _Context] | None,
                 writer: Callable[..., Any] | None, shared: Any = None) -> _Run:
-    from agentlab.context.tokens import estimate_message_tokens
+    from agentlab.context import estimate_message_tokens
     from agentlab.eval.importing import turn_message
 
     roles = _roles(conversation)
@@ -494,7 +494,7 @@ def _claude_factory(policies: list[Policy], client: Any, cache: Any) -> tuple[Ca
     cache when this call opened it (to be closed after the replay)."""
     if not any(p.needs_model for p in policies):
         return None, None
-    from agentlab.chat.settings import build_client, resolve_settings
+    from agentlab.chat import build_client, resolve_settings
 
     from .cache import CachedClient, RequestCache
 

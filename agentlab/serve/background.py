@@ -21,7 +21,7 @@ import uvicorn
 from uvicorn.config import LOG_LEVELS
 
 from agentlab.errors import ServeConfigError, ServeError
-from agentlab.store.naming import kebab_case
+from agentlab.store import kebab_case
 
 from .hub import default_holder
 from .server import AgentServer, app

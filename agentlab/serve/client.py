@@ -29,7 +29,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
 from agentlab.errors import AgentConnectionError, InvalidArgumentError, RpcError, RpcTimeoutError
-from agentlab.store.naming import kebab_case
+from agentlab.store import kebab_case
 
 DEFAULT_CALL_TIMEOUT = 30.0
 _UNSET: Any = object()

@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote_to_bytes
 
 from agentlab.errors import InvalidArgumentError, InvalidNameError
-from agentlab.store.naming import validate_name
+from agentlab.store import validate_name
 
 
 @dataclass(frozen=True)

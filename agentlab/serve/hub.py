@@ -49,8 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from agentlab._memory import release_freed_memory
-from agentlab.agent import get_agent
-from agentlab.agent.agent import live_agent
+from agentlab.agent import get_agent, live_agent
 from agentlab.errors import AgentlabError, ServeConfigError, ServeRootLockedError
 
 from .protocol import encode, report
@@ -109,7 +108,7 @@ def default_holder() -> str:
 class Outbox:
     """Carries frames from the threads that run turns to the sockets on the event loop.
 
-    ``post`` is the sender of every served :class:`~agentlab.agent.connection.Connection`. A frame broadcast to many
+    ``post`` is the sender of every served :class:`~agentlab.agent.Connection`. A frame broadcast to many
     connections is encoded once (the agent hands the same dict to each of them).
     """
 

@@ -27,7 +27,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from agentlab.agent.connection import Connection
+from agentlab.agent import Connection
 from agentlab.errors import ConnectionClosedError
 
 from .rpc import MethodLookupError, Stream, check_json, resolve

@@ -20,12 +20,12 @@ without the server's libraries installed.
 from __future__ import annotations
 
 import inspect
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from agentlab.errors import InvalidArgumentError
+from agentlab.agent import check_json as check_state_json
+from agentlab.errors import InvalidArgumentError, StateNotJSONError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -100,12 +100,16 @@ def resolve(agent: Any, method: str) -> tuple[Callable[..., Any], RpcInfo]:
 
 
 def check_json(value: Any, what: str) -> None:
-    """Raise :class:`InvalidArgumentError` unless ``value`` encodes as JSON."""
+    """Raise :class:`InvalidArgumentError` unless ``value`` is plain JSON that a frame can carry.
+
+    The check is the state's (:func:`agentlab.agent.check_json`): besides what ``json.dumps`` refuses, a string
+    with a lone surrogate is refused too, since the server could not encode the frame as UTF-8.
+    """
     try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError, RecursionError) as exc:
+        check_state_json(value, what)
+    except StateNotJSONError as exc:
         raise InvalidArgumentError(
-            f"The {what} is not JSON ({exc}); return dicts, lists, str, numbers, bool or None."
+            f"The {what} is not JSON (at {exc.path}: {exc.reason}); return dicts, lists, str, numbers, bool or None."
         ) from None
 
 

@@ -1,7 +1,7 @@
 """The ASGI application that serves agents to their clients, routed as upstream's ``routeAgentRequest``.
 
 ``/agents/<kebab-class>/<name>`` (and anything below it) reaches the agent ``name`` of the class whose
-kebab-case name is ``<kebab-class>``: a WebSocket upgrade becomes a :class:`~agentlab.agent.connection.Connection`
+kebab-case name is ``<kebab-class>``: a WebSocket upgrade becomes a :class:`~agentlab.agent.Connection`
 speaking upstream's protocol, any other request goes to the agent's ``on_request`` hook.
 
 Before the agent is touched, ``on_before_connect(websocket, route)`` (upgrades) or
@@ -32,7 +32,7 @@ from starlette.websockets import WebSocket
 
 from agentlab.agent import Agent
 from agentlab.errors import AgentlabError, AgentLockedError, ServeConfigError
-from agentlab.store.naming import kebab_case, resolve_root
+from agentlab.store import kebab_case, resolve_root
 
 from .http import NoRoute, Route, match, request_from_scope
 from .hub import Hub, RootLock, default_holder

@@ -1,6 +1,6 @@
 """One WebSocket client of a served agent: its connection, its send queue, and how it ends.
 
-The client is an ordinary :class:`~agentlab.agent.connection.Connection` of the agent whose sender posts frames
+The client is an ordinary :class:`~agentlab.agent.Connection` of the agent whose sender posts frames
 to this socket's queue; a writer task drains the queue to the socket, a reader passes each received frame
 to the agent as one turn, in the order received.
 

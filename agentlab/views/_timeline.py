@@ -57,7 +57,7 @@ def stamp(value: Any) -> str:
 
 
 def timeline_row(write: Any) -> dict[str, Any]:
-    """One :class:`~agentlab.context.history.BlockWrite` as a timeline row."""
+    """One :class:`~agentlab.context.BlockWrite` as a timeline row."""
     return {"seq": write.seq, "label": write.label, "writer": write.writer, "writer_id": write.writer_id,
             "at": stamp(write.written_at), "old_chars": len(write.old), "new_chars": len(write.new),
             **change(write.old, write.new)}

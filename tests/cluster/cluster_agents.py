@@ -6,7 +6,7 @@ import time
 from typing import Any
 
 from agentlab import Agent, ChatAgent
-from agentlab.chat.offline import OfflineClaude
+from agentlab.chat._offline import OfflineClaude
 
 
 class Notes(Agent):

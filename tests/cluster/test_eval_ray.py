@@ -99,5 +99,5 @@ def test_cli_eval_errors_are_one_line(capsys):
 
 
 def test_unknown_executor_is_refused(dataset):
-    with pytest.raises(ValueError, match="Unknown executor 'spark'.*'local', 'ray'"):
+    with pytest.raises(ValueError, match=r"Unknown executor 'spark'.*'local', 'ray'"):
         ev.run(dataset, ["bm25"], cache=None, progress=False, executor="spark")

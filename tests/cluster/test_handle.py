@@ -13,7 +13,7 @@ import pytest
 from cluster_agents import Assistant, Notes, OtherNotes
 
 from agentlab import Agent, get_agent
-from agentlab.cluster.simulation import CompactionPolicy
+from agentlab.cluster._simulation import CompactionPolicy
 from agentlab.errors import (
     AgentClassConflictError,
     AgentClosedError,
@@ -51,7 +51,7 @@ def test_import_agentlab_does_not_import_ray():
 
 
 def test_unknown_backend_and_backend_options_without_a_backend(tmp_path):
-    with pytest.raises(InvalidArgumentError, match="Unknown backend 'rai'.*'local', 'ray'"):
+    with pytest.raises(InvalidArgumentError, match=r"Unknown backend 'rai'.*'local', 'ray'"):
         get_agent(Agent, "a", root=tmp_path, backend="rai")
     with pytest.raises(TypeError, match="namespace"):
         get_agent(Agent, "a", root=tmp_path, namespace="x")
@@ -198,7 +198,7 @@ def test_mode_and_class_conflicts_are_refused(ray, tmp_path):
     with pytest.raises(AgentlabError, match="already open read-write"):
         get_agent(Notes, "mode", root=tmp_path, backend="ray", read_only=True)
     Impostor = type("Notes", (Agent,), {"__module__": "somewhere_else"})
-    with pytest.raises(AgentClassConflictError, match="cluster_agents.Notes"):
+    with pytest.raises(AgentClassConflictError, match=r"cluster_agents.Notes"):
         get_agent(Impostor, "mode", root=tmp_path, backend="ray")
     assert handle.state == {"visits": 0}
 
@@ -223,7 +223,7 @@ def test_a_closed_handle_raises_and_the_file_is_released(ray, tmp_path):
     handle.close()
     handle.close()  # twice is fine
     with pytest.raises(AgentClosedError):
-        handle.state
+        _ = handle.state
     with get_agent(Notes, "closing", root=tmp_path) as local:  # the actor let go of the file
         assert local.state == {"visits": 5}
     assert other.state == {"visits": 5}  # the other handle starts a new actor

@@ -7,9 +7,9 @@ import pytest
 
 from agentlab.cli import main
 from agentlab.cluster import CompactionPolicy, simulate
-from agentlab.cluster import simulation as simulation_module
-from agentlab.eval.datasets import load_bundled
+from agentlab.cluster import _simulation as simulation_module
 from agentlab.errors import InvalidArgumentError
+from agentlab.eval.datasets import load_bundled
 
 COLUMNS = ["agent", "agent_class", "session_id", "id", "parent_id", "role", "text", "n_parts"]
 

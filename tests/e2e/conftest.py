@@ -14,7 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from harness import LabPage, LabServer, launch_chromium  # noqa: E402
+from harness import LabPage, LabServer, launch_chromium
 
 
 @pytest.fixture(scope="session")

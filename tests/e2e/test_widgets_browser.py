@@ -24,7 +24,7 @@ pytestmark = pytest.mark.e2e
 SETUP = '''
 import json
 from agentlab import Agent, get_agent
-from agentlab.session.session import Session
+from agentlab.session._session import Session
 from agentlab.views import BranchTree, Dashboard
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 CHILD = r'''
 import sys
 from agentlab import Agent, get_agent
-from agentlab.session.session import Session
+from agentlab.session._session import Session
 
 class CrashAgent(Agent):
     initial_state = {"n": -1}
@@ -32,8 +32,8 @@ if scenario == "index":
     # Flush, merge and commit the search index all the time, each file write slowed down, so that kills land
     # in the middle of writing segments, deletions, the lexicon and meta.json.
     import time
-    from agentlab.search import index_files, sections
-    from agentlab.search import index_state
+    from agentlab.search import _index_files as index_files, _sections as sections
+    from agentlab.session.duckdb import _index_state as index_state
     index_state.PERSIST_MIN_DOCS, index_state.FLUSH_DOCS = 1, 15
     index_state.MAX_SEGMENTS, index_state.MERGE_AT_ONCE = 2, 2
     write = sections.write_sections
@@ -137,7 +137,7 @@ def _run_child(root: Path, scenario: str, start: int, rng: random.Random) -> lis
 def check_after_crash(root: Path, scenario: str, acks: list[str]) -> TrialResult:
     """Reopen the agent in this process and check every acknowledged write and the file's consistency."""
     from agentlab import Agent, get_agent
-    from agentlab.session.session import Session
+    from agentlab.session._session import Session
 
     class CrashAgent(Agent):
         initial_state = {"n": -1}
@@ -150,9 +150,7 @@ def check_after_crash(root: Path, scenario: str, acks: list[str]) -> TrialResult
         last_state = last_block = None
         for ack in acks:
             kind, value = ack.split(" ", 1)
-            if kind == "msg" and value not in messages:
-                result.lost.append(ack)
-            elif kind == "bulk" and any(f"b{value}-{j}" not in messages for j in range(50)):
+            if (kind == "msg" and value not in messages) or (kind == "bulk" and any(f"b{value}-{j}" not in messages for j in range(50))):
                 result.lost.append(ack)
             elif kind == "index":
                 i = int(value)
@@ -197,8 +195,8 @@ def index_differences(agent) -> list[str]:
     import shutil
     import tempfile
 
-    from agentlab.session.tree import tree_of
-    from agentlab.store.database import Store
+    from agentlab.session.duckdb._tree import tree_of
+    from agentlab.store._database import Store
 
     index = tree_of(agent.store).fts
     queries = ["crash", "bulk", "note", "fixed", "w1", "w7 crash", "about crash"]

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from agentlab.store.database import Store
+from agentlab.store._database import Store
 
 
 class InjectedFault(RuntimeError):

@@ -24,9 +24,9 @@ import duckdb
 
 from agentlab import Agent, get_agent
 from agentlab.errors import AgentFileError, CheckpointWarning, DiskFullError
-from agentlab.store.naming import agent_path
-from agentlab.session.session import Session
-from agentlab.store.database import Store
+from agentlab.session._session import Session
+from agentlab.store._database import Store
+from agentlab.store._naming import agent_path
 
 BAD_KINDS = ("empty", "garbage", "text", "parquet", "sqlite", "truncated", "foreign", "damaged-log", "foreign-log")
 
@@ -95,7 +95,7 @@ def bad_file_trial(kind: str, root: Path) -> list[str]:
         problems.append(f"{kind}: opened as an agent")
     except AgentFileError:
         pass
-    except Exception as exc:  # noqa: BLE001 - reported
+    except Exception as exc:
         problems.append(f"{kind}: {type(exc).__name__}: {exc}")
     if digest(path) != before:
         problems.append(f"{kind}: the file changed")
@@ -161,7 +161,7 @@ _LOGGED_WRITER = textwrap.dedent(
     """
     import os, signal, sys
     from agentlab import Agent, get_agent
-    from agentlab.session.session import Session
+    from agentlab.session._session import Session
 
     class Owner(Agent):
         initial_state = {"n": 0}
@@ -237,7 +237,7 @@ def killed_creation_trial(root: Path, delay: float) -> KilledCreationResult:
     leftovers = sorted(p.name for p in creating.iterdir()) if creating.exists() else []
 
     class Creator(Agent):
-        initial_state = {"n": 0}  # noqa: RUF012
+        initial_state = {"n": 0}
 
     get_agent(Creator, "one-more", root=root).close()  # sweeps what the killed process left
     after = sorted(p.name for p in creating.iterdir()) if creating.exists() else []

@@ -30,17 +30,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentlab import Agent, get_agent
+from agentlab.agent._portable import export, import_
 from agentlab.errors import ExportError
-from agentlab.store.naming import agent_path
-from agentlab.agent.portable import export, import_
-from agentlab.session.session import Session
+from agentlab.session._session import Session
+from agentlab.store._naming import agent_path
 
 from .snapshot import snapshot
 
 CHILD = r'''
 import sys
 from agentlab import Agent, get_agent
-from agentlab.agent.portable import export, import_
+from agentlab.agent._portable import export, import_
 
 class Traveller(Agent):
     initial_state = {"trips": 0}

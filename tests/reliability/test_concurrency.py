@@ -9,7 +9,7 @@ import threading
 import time
 
 from agentlab import Agent, get_agent
-from agentlab.session.session import Session
+from agentlab.session._session import Session
 
 
 class Shared(Agent):

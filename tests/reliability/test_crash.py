@@ -23,8 +23,8 @@ def test_killed_writers_lose_no_acknowledged_write(tmp_path, scenario):
 HELD_CHILD = r"""
 import sys, time
 from agentlab import Agent, get_agent
-from agentlab.session.manager import SessionManager
-from agentlab.store import deferred
+from agentlab.session._manager import SessionManager
+from agentlab.store import _deferred as deferred
 deferred.DELAY = 3600  # only the kill ends the window in which the name is held
 class Held(Agent):
     pass
@@ -61,8 +61,8 @@ class TestAKilledNewAgent:
         import sys
 
         from agentlab import Agent, get_agent
-        from agentlab.session.manager import SessionManager
-        from agentlab.session.session import Session
+        from agentlab.session._manager import SessionManager
+        from agentlab.session._session import Session
         from agentlab.store import agent_path
 
         child = subprocess.Popen([sys.executable, "-c", HELD_CHILD, str(tmp_path), steps],

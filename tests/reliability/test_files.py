@@ -6,17 +6,17 @@ Each case checks the typed error (or the defined outcome) and that the file on d
 from __future__ import annotations
 
 import os
-from pathlib import Path
 import sqlite3
 import subprocess
+from pathlib import Path
 
 import duckdb
 import pytest
 
 from agentlab import get_agent
 from agentlab.errors import AgentFileError, DiskFullError, SchemaTooNewError
-from agentlab.store.naming import agent_path
-from agentlab.session.session import Session
+from agentlab.session._session import Session
+from agentlab.store._naming import agent_path
 
 from .filelab import (
     BAD_KINDS,
@@ -48,7 +48,7 @@ def small_disk(tmp_path):
     if why:
         pytest.skip(why)
     yield mount
-    for live in list(__import__("agentlab.agent.agent", fromlist=["_registry"])._registry.values()):
+    for live in list(__import__("agentlab.agent._agent", fromlist=["_registry"])._registry.values()):
         live.close()
     unmount(mount)
 
@@ -56,7 +56,8 @@ def small_disk(tmp_path):
 @pytest.fixture(params=["own", "spare"])
 def instance(request, monkeypatch):
     """Whether a new agent file opens in a DuckDB instance of its own or in a spare started ahead."""
-    from agentlab.store import files, instances
+    from agentlab.store import _files as files
+    from agentlab.store import _instances as instances
 
     if request.param == "own":
         monkeypatch.setattr(instances, "SPARES", 0)
@@ -208,8 +209,8 @@ class TestFullDisk:
 
     @pytest.mark.parametrize("writer", ["append_messages", "set_block", "vectors"])
     def test_every_writer_raises_the_typed_error_and_stores_nothing(self, small_disk, writer):
-        from agentlab.search.embedders import HashEmbedder
-        from agentlab.search.vectors import VectorStore
+        from agentlab.search._embedders import HashEmbedder
+        from agentlab.search._vectors import VectorStore
 
         agent = get_agent(Owner, "u1", root=small_disk)
         session = Session.create(agent).with_context("memory", description="facts", max_tokens=10**7)

@@ -10,24 +10,25 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import duckdb
 import pytest
 
 from agentlab import Agent, get_agent
-from agentlab.session.compactor import create_compact_function
+from agentlab.agent._portable import MANIFEST, export, import_
+from agentlab.chat._settings import ChatSettings, resolve_settings
+from agentlab.chat._usage import Usage, record_usage
 from agentlab.errors import AgentlabError, DuplicateMessageWarning, UnknownLeafWarning
-from agentlab.search.embedders import HashEmbedder
-from agentlab.session.manager import SessionManager
-from agentlab.session.messages import MAX_MESSAGE_NESTING
-from agentlab.agent.portable import MANIFEST, export, import_
-from agentlab.session.session import Session
-from agentlab.chat.settings import ChatSettings, resolve_settings
-from agentlab.chat.usage import Usage, record_usage
-from agentlab.search.vectors import VectorStore
+from agentlab.search._embedders import HashEmbedder
+from agentlab.search._vectors import VectorStore
+from agentlab.session._compact_function import create_compact_function
+from agentlab.session._manager import SessionManager
+from agentlab.session._messages import MAX_MESSAGE_NESTING
+from agentlab.session._session import Session
 
 from .snapshot import snapshot
 

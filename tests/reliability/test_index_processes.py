@@ -11,8 +11,8 @@ import textwrap
 import pytest
 
 from agentlab import Agent, get_agent
-from agentlab.search.index_files import index_folder
-from agentlab.session.session import Session
+from agentlab.search._index_files import index_folder
+from agentlab.session._session import Session
 
 pytestmark = pytest.mark.slow
 
@@ -21,8 +21,8 @@ READER = textwrap.dedent(
     import json, sys
     from agentlab import Agent, get_agent
     from agentlab.errors import AgentLockedError
-    from agentlab.search import index_state
-    from agentlab.session.session import Session
+    from agentlab.session.duckdb import _index_state as index_state
+    from agentlab.session._session import Session
 
     class Notes(Agent):
         pass
@@ -57,7 +57,7 @@ def _folder_state(path: str) -> dict[str, int]:
 
 
 def test_a_reader_beside_a_writer_is_refused_then_uses_the_saved_index(tmp_path, monkeypatch):
-    from agentlab.search import index_state
+    from agentlab.session.duckdb import _index_state as index_state
 
     monkeypatch.setattr(index_state, "PERSIST_MIN_DOCS", 1)
     monkeypatch.setattr(index_state, "FLUSH_DOCS", 40)

@@ -10,10 +10,10 @@ import pytest
 
 from agentlab import Agent, get_agent
 from agentlab.errors import MigrationError
-from agentlab.store.migrations import MIGRATIONS, Migration
-from agentlab.session.session import Session
-from agentlab.session.manager import SessionManager
-from agentlab.store.database import Store
+from agentlab.session._manager import SessionManager
+from agentlab.session._session import Session
+from agentlab.store._database import Store
+from agentlab.store._migrations import MIGRATIONS, Migration
 
 from .faults import InjectedFault, fail_at_statement
 from .snapshot import snapshot
@@ -30,7 +30,7 @@ def _summarize(prompt: str) -> str:
 def build(tmp_path):
     agent = get_agent(Lab, "lab", root=tmp_path)
     session = Session.create(agent).with_context("memory", description="facts", max_tokens=500)
-    session.on_compaction(__import__("agentlab.session.compactor", fromlist=["x"]).create_compact_function(
+    session.on_compaction(__import__("agentlab.session._compact_function", fromlist=["x"]).create_compact_function(
         _summarize, protect_head=1, tail_token_budget=10, min_tail_messages=1))
     session.append_messages([
         {"id": f"m{i}", "role": "user" if i % 2 == 0 else "assistant",
@@ -86,9 +86,8 @@ def test_an_operation_interrupted_at_any_statement_changes_nothing(tmp_path, nam
     for n in range(1, statements + 1):
         agent, session = build(tmp_path / f"run{n}")
         before_rows, before_api = snapshot(agent), api_view(session)
-        with pytest.raises(InjectedFault):
-            with fail_at_statement(agent.store, n):
-                operation(session)
+        with pytest.raises(InjectedFault), fail_at_statement(agent.store, n):
+            operation(session)
         ignored = {"compaction_events"} if name == "compaction" else set()
         after_rows = snapshot(agent)
         assert {k: v for k, v in after_rows.items() if k not in ignored} == {

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentlab import Agent, get_agent
-from agentlab.session.session import Session
+from agentlab.session._session import Session
 
 USERS = 3
 

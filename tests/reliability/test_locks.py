@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from agentlab import Agent, create_compact_function, get_agent
-from agentlab.session.session import Session
+from agentlab.session._session import Session
 
 
 class Busy(Agent):
@@ -76,13 +76,13 @@ def every_pair_of_operations_from_two_threads_finishes(tmp_path):
     for first, second in PAIRS:
         barrier = threading.Barrier(2)
 
-        def run(name: str) -> None:
+        def run(name: str, barrier: threading.Barrier = barrier, pair: str = f"{first}+{second}") -> None:
             barrier.wait()
             try:
                 for _ in range(6):
                     ops[name]()
-            except Exception as exc:  # noqa: BLE001 - reported below
-                failures.append(f"{first}+{second}: {name} raised {type(exc).__name__}: {exc}")
+            except Exception as exc:
+                failures.append(f"{pair}: {name} raised {type(exc).__name__}: {exc}")
 
         threads = [threading.Thread(target=run, args=(name,), daemon=True) for name in (first, second)]
         for thread in threads:

@@ -18,17 +18,17 @@ import pytest
 
 from agentlab import Agent, get_agent
 from agentlab.agent import _atomic
+from agentlab.agent._portable import MANIFEST, export, import_
 from agentlab.errors import ExportDiskFullError, ExportError
-from agentlab.store.naming import agent_path
-from agentlab.agent.portable import MANIFEST, export, import_
-from agentlab.session.session import Session
+from agentlab.session._session import Session
+from agentlab.store._naming import agent_path
 
 from .portlab import digest
 
 KILL = r'''
 import importlib, os, signal, sys
 from agentlab import Agent, get_agent
-from agentlab.agent.portable import export, import_
+from agentlab.agent._portable import export, import_
 
 class Pad(Agent):
     initial_state = {"n": 0}
@@ -102,11 +102,11 @@ class TestKilledExport:
         old_files, old = files(dest), digest(pad)
         add(pad, 300, 100)
         pad.close()
-        kill_at("export", "agentlab.agent.portable:_version", tmp_path / "home", dest)  # every table written, no manifest
+        kill_at("export", "agentlab.agent._export:_version", tmp_path / "home", dest)  # every table written, no manifest
         assert files(dest) == old_files
         beside = [p for p in dest.parent.iterdir() if p != dest]
         assert len(beside) == 1 and not (beside[0] / MANIFEST).exists()
-        with pytest.raises(ExportError, match="No manifest.json"):
+        with pytest.raises(ExportError, match=r"No manifest.json"):
             import_(beside[0], Pad, root=tmp_path / "check2")
         assert imported(dest, tmp_path / "check") == old
         assert list(dest.parent.iterdir()) == [dest]  # the import removed the killed export's folder
@@ -145,7 +145,7 @@ class TestKilledImport:
     def test_killed_inside_the_restore_there_is_no_agent_and_a_retry_works(self, pad, tmp_path):
         folder = export(pad, tmp_path / "export")
         expected = digest(pad)
-        kill_at("import", "agentlab.agent.portable:_advance_sequences", tmp_path / "second", folder)
+        kill_at("import", "agentlab.agent._portable:_advance_sequences", tmp_path / "second", folder)
         target = agent_path("Pad", "pad", tmp_path / "second")
         assert not target.exists() and not list(tmp_path.glob("second/**/*.duckdb"))
         assert imported(folder, tmp_path / "second") == expected
@@ -157,7 +157,7 @@ class TestKilledImport:
         add(other, 0, 5)
         old = digest(other)
         other.close()
-        kill_at("import", "agentlab.agent.portable:_advance_sequences", tmp_path / "second", folder)
+        kill_at("import", "agentlab.agent._portable:_advance_sequences", tmp_path / "second", folder)
         again = get_agent(Pad, "pad", root=tmp_path / "second")
         assert digest(again) == old
         again.close()
