@@ -5,6 +5,7 @@ question; ``ev.tune(dataset, space)`` chooses parameters by cross-validation ove
 """
 
 from agentlab.eval.datasets import Conversation, Dataset, Question, load_bundled, load_locomo, load_longmemeval
+from agentlab.eval.embedcache import EmbeddingCache
 from agentlab.eval.records import load_records
 from agentlab.eval.results import Results
 from agentlab.eval.runner import run
@@ -14,6 +15,7 @@ from agentlab.eval.tuning import Grid, TuneResults, ablation, tune
 __all__ = [
     "Conversation",
     "Dataset",
+    "EmbeddingCache",
     "Grid",
     "Question",
     "Results",

@@ -245,10 +245,11 @@ class CachedClient:
     summaries and memory updates made while replaying cost nothing on a re-run.
     """
 
-    def __init__(self, client: Any, cache: RequestCache, *, kind: str = "summary") -> None:
+    def __init__(self, client: Any, cache: RequestCache, *, kind: str = "summary", model: str | None = None) -> None:
         self.client = client
         self.cache = cache
         self.kind = kind
+        self.model = model  # the settings' model, for callers that do not name one (memory designs)
         self.messages = self
 
     def create(self, **body: Any) -> dict[str, Any]:

@@ -33,7 +33,9 @@ def add_command(commands: Any) -> None:
     parser.add_argument("dataset", choices=DATASETS, help="which loader ('bundled' needs no --data)")
     parser.add_argument("--data", help="the dataset file (locomo10.json, a LongMemEval file, or the turns file)")
     parser.add_argument("--questions", help="for 'records': the questions file")
-    parser.add_argument("--policies", help="comma-separated policy names (default none,aggressive,moderate,gentle)")
+    parser.add_argument("--policies", help="comma-separated policy names (default none,aggressive,moderate,gentle); "
+                        "memory designs: search-tool, compact-retrieve, facts, dated-facts, core-archival, and their "
+                        "-claude variants (except search-tool)")
     parser.add_argument("--categories", help="comma-separated question categories (default all)")
     parser.add_argument("--conversations", type=int, help="only the first N conversations")
     parser.add_argument("--match", default="auto", help="summary match method: auto, exact, fuzzy, fuzzy>=0.5")

@@ -14,7 +14,8 @@ A matcher answers "does this summary still carry this turn?":
   words. It credits paraphrases that keep the words (names, objects, places), and can credit a turn whose words
   the summary uses for another fact; its name carries the threshold (``fuzzy>=0.6``).
 
-``auto`` picks ``exact`` for extractive summaries and ``fuzzy`` for every other summarizer.
+``auto`` picks ``exact`` for extractive summaries (and for a pointer that stands in for the turns a design keeps
+elsewhere, which carries none) and ``fuzzy`` for every other summarizer.
 
 Invariant: a matcher is a pure function of (turn text, summary text); :meth:`prepare` only caches the
 summary's normalised text and word set.
@@ -117,7 +118,7 @@ def make_matcher(method: Any, summarizer: str = "extractive") -> _Matcher:
     if isinstance(method, _Matcher) or (hasattr(method, "contains") and hasattr(method, "prepare")):
         return method
     if method == "auto":
-        method = "exact" if summarizer in ("extractive", "none") else "fuzzy"
+        method = "exact" if summarizer in ("extractive", "none", "pointer") else "fuzzy"
     if method == "exact":
         return ExactMatch()
     if isinstance(method, str) and method.startswith("fuzzy"):

@@ -14,7 +14,11 @@ A :class:`Policy` bundles everything that decides what a model sees at question 
   updates them with ``set_context`` after each dataset session (``"claude"``, or a callable); without a
   writer the blocks stay as configured (empty), which only costs their headers;
 * :class:`Search`: the retrieval strategy behind the search tool, i.e. how ``session.search`` is called
-  with the question (``mode`` and the cut-off ``k``).
+  with the question (``mode`` and the cut-off ``k``);
+* a memory ``design`` (:class:`~agentlab.experiments.memory_design.MemoryDesign`): a memory architecture kept
+  beside the session (extracted facts, core and archival memory, a search over the whole history) that writes as
+  the conversation goes and puts what its own retrieval finds into the prompt at each question. The named designs
+  are in :mod:`agentlab.experiments.designs`.
 
 The default ladder (:data:`DEFAULT_POLICIES`) is ``none`` plus three offline compacting policies. Their
 numbers come from principles, not from LoCoMo's questions or answers:
@@ -118,6 +122,7 @@ class Policy:
         memory_writer: ``"claude"``, a callable ``(session, turns) -> None`` run after each dataset session,
             or None.
         search: The search tool's strategy.
+        design: A memory design (None for a policy that is compaction, blocks and search only).
     """
 
     name: str
@@ -127,6 +132,7 @@ class Policy:
     blocks: tuple[Block, ...] = ()
     memory_writer: str | Callable[..., Any] | None = None
     search: Search = field(default_factory=Search)
+    design: Any = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.match(self.name):
@@ -143,6 +149,9 @@ class Policy:
         if self.memory_writer is not None and not self.blocks:
             raise InvalidArgumentError(f"Policy {self.name!r} has a memory_writer but no block to write; add "
                                        "blocks=(Block('memory', ...),).")
+        if self.design is not None and not callable(getattr(self.design, "start", None)):
+            raise InvalidArgumentError(f"design must be a MemoryDesign (agentlab.experiments.designs), not "
+                                       f"{self.design!r}.")
         labels = [b.label for b in self.blocks]
         if len(set(labels)) != len(labels):
             raise InvalidArgumentError(f"Policy {self.name!r} names a block twice: {labels}.")
@@ -170,7 +179,7 @@ class Policy:
         named ``"claude"``; a ``ClaudeSummarizer`` object brings its own client)."""
         named = self.compaction is not None and self.summarizer in ("claude", "auto") and \
             self.summarizer_name == "claude"
-        return named or self.memory_writer == "claude"
+        return named or self.memory_writer == "claude" or bool(getattr(self.design, "needs_model", False))
 
     def describe(self) -> dict[str, Any]:
         """One flat row of the settings, for tables and Parquet metadata."""
@@ -185,6 +194,7 @@ class Policy:
             "memory_writer": None if self.memory_writer is None else (
                 self.memory_writer if isinstance(self.memory_writer, str) else "callable"),
             "search_mode": self.search.mode, "search_k": self.search.k,
+            **({"design": None, "writer": None, "retrieval": None} if self.design is None else self.design.describe()),
         }
 
 

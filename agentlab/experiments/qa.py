@@ -9,8 +9,9 @@ interval over runs (Student's t) next to a bootstrap interval over questions.
 The answer request is what the policy's model would see: the policy's system prompt (its context blocks) after
 the answering instructions, then one user message holding the visible history as a transcript (each turn as
 ``Speaker: text`` with a ``(date)`` line when the date changes and ``[shares a photo: caption]`` for images;
-a compaction summary as it was written) and the question. Speaker names and dates come from the stored
-messages' metadata; without them a model could not tell who said what.
+a compaction summary as it was written), then, for a memory design, what its retrieval found for this question (the
+text its recall put in the prompt), and the question. Speaker names and dates come from the stored messages'
+metadata; without them a model could not tell who said what.
 
 Only questions with a gold answer are asked (LoCoMo's adversarial category 5 has none). Before anything is
 sent the cost estimate of every answer and every judge request is printed, and a ``budget`` below its upper
@@ -89,18 +90,17 @@ def render_transcript(messages: Iterable[Mapping[str, Any]]) -> str:
 
 
 def _answer_params(context: Any, question: str, speakers: list[str], model: str, max_tokens: int,
-                   extra: Mapping[str, Any]) -> dict[str, Any]:
+                   extra: Mapping[str, Any], retrieved: str | None = None) -> dict[str, Any]:
     names = " and ".join(speakers) if speakers else "several people"
     system = ANSWER_INSTRUCTIONS.format(speakers=names)
     if context.system:
         system += "\n\n" + context.system
-    return {
-        **extra, "model": model, "max_tokens": max_tokens, "system": system,
-        "messages": [{"role": "user", "content": [
-            {"type": "text", "text": render_transcript(context.messages)},
-            {"type": "text", "text": f"Question: {question}"},
-        ]}],
-    }
+    content = [{"type": "text", "text": render_transcript(context.messages)}]
+    if retrieved:
+        content.append({"type": "text", "text": retrieved})
+    content.append({"type": "text", "text": f"Question: {question}"})
+    return {**extra, "model": model, "max_tokens": max_tokens, "system": system,
+            "messages": [{"role": "user", "content": content}]}
 
 
 def _judge_params(question: str, gold: str, reply: str, model: str, max_tokens: int,
@@ -236,7 +236,7 @@ def answer(
                 continue
             context = results.contexts[(row.policy, row.conversation_id, row.asked_after)]
             params = _answer_params(context, question.question, results.speakers.get(row.conversation_id, []), model,
-                                    max_tokens, extra)
+                                    max_tokens, extra, getattr(context, "retrieved", {}).get(row.question_id))
             for run in range(runs):
                 items.append((row, question, run, Request.make("answer", params, run)))
         answers = [r for *_, r in items]

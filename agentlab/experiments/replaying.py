@@ -20,6 +20,14 @@ finds turns that compaction hid. After every compaction the state of every evide
 recomputed, so the results say which evidence each compaction dropped and which summary later lost a fact it
 had kept.
 
+A policy with a memory design (:mod:`agentlab.experiments.designs`) also runs the design beside the session: it sees
+every stored turn and the end of every dated session, and at each question it puts what its own retrieval finds
+into the prompt (counted in ``prompt_tokens`` and ``retrieval_tokens``). For such a policy, and for any policy with
+blocks, an evidence turn that is neither verbatim nor in a summary may be ``block`` (the blocks in the system prompt
+carry it, by ``exact`` for rule-written blocks and ``fuzzy`` for model-written ones) or ``retrieved`` (the design's
+recall shows the turn, or a written item derived from it, see :mod:`agentlab.experiments.memory_design`); for a
+design, ``searchable`` means found by its own retrieval within its ``k``.
+
 Invariants: stored messages are the dataset's turns as :func:`agentlab.eval.importing.turn_message` writes them,
 one per turn, in order; two policies never share a store (search statistics are each session's own); under a
 policy without compaction every evidence turn seen is verbatim.
@@ -37,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 from agentlab.errors import ExperimentError, InvalidArgumentError
 
 from .matching import make_matcher
+from .memory_design import DERIVED_MATCH, doc_of, recalled_rank
 from .policies import Policy, resolve_policies
 
 if TYPE_CHECKING:
@@ -68,6 +77,7 @@ class _Context:
     system: str
     messages: list[dict[str, Any]]  # visible history: {"kind": "turn"|"summary", "speaker", "date", "text"}
     prompt_tokens: int
+    retrieved: dict[str, str] = field(default_factory=dict)  # question id -> what a design added for it
 
 
 @dataclass
@@ -88,6 +98,8 @@ class _Run:
     errors: list[BaseException] = field(default_factory=list)
     rows: list[dict[str, Any]] = field(default_factory=list)  # one per question
     evidence_rows: list[dict[str, Any]] = field(default_factory=list)  # one per (question, evidence turn)
+    design: Any = None  # the policy's DesignRun, if it has a design
+    block_matcher: Any = None  # how evidence is found in the blocks of the system prompt
 
     def view(self) -> tuple[list[dict[str, Any]], set[str], Any]:
         """The visible history, its message ids, and its summaries prepared for matching."""
@@ -137,15 +149,21 @@ class _Run:
         })
 
 
-def _session_for(policy: Policy, run_target: Any, session_id: str, claude: Callable[[], Any] | None) -> Any:
-    """A session configured by ``policy`` (blocks, frozen prompt, compaction) on a fresh or cleared target."""
+def _session_for(policy: Policy, run_target: Any, conversation: Conversation, claude: Callable[[], Any] | None,
+                 shared: Any) -> tuple[Any, Any]:
+    """A session configured by ``policy`` (blocks, frozen prompt, compaction) on a fresh or cleared target, and the
+    run of its memory design (or None)."""
     from agentlab.session import Session, create_compact_function
 
-    session = Session(run_target, session_id)
+    session = Session(run_target, conversation.id)
     session.clear_messages()  # an agent file kept from an earlier run starts over
     for block in policy.blocks:
         session.with_context(block.label, description=block.description, max_tokens=block.max_tokens)
-    if policy.blocks:
+    design = None
+    if policy.design is not None:
+        design = policy.design.start(session, speakers=_speakers(conversation), claude=claude, shared=shared)
+        design.configure()
+    if policy.blocks or design is not None:
         for block in policy.blocks:
             session.set_block(block.label, "")
         session.refresh_system_prompt()  # frozen once; refreshed after compactions and between dataset sessions
@@ -155,7 +173,18 @@ def _session_for(policy: Policy, run_target: Any, session_id: str, claude: Calla
         session.on_compaction(create_compact_function(
             summarize, protect_head=c.protect_head, tail_token_budget=c.tail_token_budget,
             min_tail_messages=c.min_tail_messages)).compact_after(c.threshold)
-    return session
+    return session, design
+
+
+def _writer_name(policy: Policy) -> str:
+    """Who writes the blocks, for the ``auto`` block match: ``"extractive"`` (rules) or ``"claude"``."""
+    writer = getattr(policy.design, "writer", None) if policy.design is not None else None
+    claude = writer == "claude" or (policy.design is None and policy.memory_writer is not None)
+    return "claude" if claude else "extractive"
+
+
+def _speakers(conversation: Conversation) -> list[str]:
+    return list(conversation.speakers) or list(dict.fromkeys(t.speaker for t in conversation.turns))
 
 
 def _summarizer(policy: Policy, claude: Callable[[], Any] | None) -> Callable[[str], str]:
@@ -193,44 +222,65 @@ def _question_points(conversation: Conversation, questions: list[Question]) -> d
 
 def _measure(run: _Run, questions: list[Question], at: int, tokens_after: list[int], turn_index: dict[str, int],
              keep: dict[Any, _Context] | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    session, policy, conversation = run.session, run.policy, run.conversation
+    session, policy, conversation, design = run.session, run.policy, run.conversation, run.design
     history, ids, prepared = run.view()
     prompt_tokens = session.estimate_tokens()
-    system = session.system_prompt if policy.blocks else ""
+    system = session.system_prompt if policy.blocks or design is not None else ""
+    blocks = "\n".join(b.content for b in session.get_context_blocks() if b.content) if system else ""
+    in_blocks = run.block_matcher.prepare(blocks) if blocks else None
     point = conversation.turns[at].id
+    context = None
     if keep is not None:
-        keep[(policy.name, conversation.id, point)] = _Context(system, [_visible(m) for m in history], prompt_tokens)
+        context = keep[(policy.name, conversation.id, point)] = _Context(system, [_visible(m) for m in history],
+                                                                          prompt_tokens)
     rows, evidence_rows = [], []
     compactions = len(session.get_compactions())
+    retrieval = None if design is None else design.design.retrieval
     for q in questions:
         seen = [t for t in q.evidence if turn_index[t] <= at]
-        hits = session.search(q.question, mode=policy.search.mode, limit=policy.search.k)
-        rank = {h.id: i + 1 for i, h in enumerate(hits)}
-        counts = {"verbatim": 0, "summary": 0, "lost": 0}
+        recall = None if design is None else design.recall(q.question)
+        rank: dict[str, int] = {}
+        if recall is None:
+            hits = session.search(q.question, mode=policy.search.mode, limit=policy.search.k)
+            rank = {h.id: i + 1 for i, h in enumerate(hits)}
+        elif context is not None:
+            context.retrieved[q.id] = recall.text
+        counts = {"verbatim": 0, "summary": 0, "block": 0, "retrieved": 0, "lost": 0}
         searchable = reachable = 0
         for t in seen:
             mid = f"{conversation.id}/{t}"
             state = run.status(mid, ids, prepared)
+            if state == "lost" and in_blocks is not None and run.block_matcher.contains(run.evidence[mid], in_blocks):
+                state = "block"
+            found_at = rank.get(mid) if recall is None else recalled_rank(recall, mid, run.evidence[mid])
+            if state == "lost" and recall is not None and found_at is not None:
+                state = "retrieved"
             counts[state] += 1
-            found = mid in rank
-            searchable += found
-            reachable += found or state != "lost"
+            searchable += found_at is not None
+            reachable += found_at is not None or state != "lost"
             turn = conversation.turns[turn_index[t]]
             evidence_rows.append({
                 "policy": policy.name, "conversation_id": conversation.id, "question_id": q.id,
                 "category": q.category, "turn_id": t, "dataset_session": turn.session_id,
                 "distance_turns": at - turn_index[t], "distance_tokens": tokens_after[at] - tokens_after[turn_index[t]],
-                "status": state, "search_rank": rank.get(mid), "searchable": found,
+                "status": state, "search_rank": found_at, "searchable": found_at is not None,
             })
+        in_prompt = counts["verbatim"] + counts["summary"] + counts["block"] + counts["retrieved"]
+        extra = 0 if recall is None else recall.tokens
         rows.append({
             "policy": policy.name, "conversation_id": conversation.id, "question_id": q.id, "category": q.category,
-            "asked_after": point, "prompt_tokens": prompt_tokens, "history_messages": len(history),
+            "asked_after": point, "prompt_tokens": prompt_tokens + extra, "history_messages": len(history),
             "evidence_total": len(seen), "evidence_verbatim": counts["verbatim"],
             "evidence_in_summary": counts["summary"], "summary_match": run.matcher.name,
-            "evidence_searchable": searchable, "search_mode": policy.search.mode, "search_k": policy.search.k,
+            "evidence_searchable": searchable,
+            "search_mode": policy.search.mode if retrieval is None else str(retrieval.method),
+            "search_k": policy.search.k if retrieval is None else retrieval.k,
             "evidence_kept": counts["verbatim"] + counts["summary"], "evidence_reachable": reachable,
             "evidence_unseen": len(q.evidence) - len(seen), "compactions": compactions,
-            "compaction_errors": len(run.errors),
+            "compaction_errors": len(run.errors), "evidence_in_block": counts["block"],
+            "evidence_retrieved": counts["retrieved"], "evidence_in_prompt": in_prompt, "retrieval_tokens": extra,
+            "block_match": run.block_matcher.name if in_blocks is not None or design is not None else None,
+            "item_match": DERIVED_MATCH if design is not None else None,
         })
     return rows, evidence_rows
 
@@ -268,7 +318,7 @@ def _target(policy: Policy, conversation: Conversation, root: Path | None) -> An
 def _replay_one(policy: Policy, conversation: Conversation, questions: list[Question],
                 points: dict[int, list[Question]], *, match: Any, root: Path | None,
                 claude: Callable[[], Any] | None, keep: dict[Any, _Context] | None,
-                writer: Callable[..., Any] | None) -> _Run:
+                writer: Callable[..., Any] | None, shared: Any = None) -> _Run:
     from agentlab.context import estimate_message_tokens
     from agentlab.eval.importing import turn_message
 
@@ -291,22 +341,32 @@ def _replay_one(policy: Policy, conversation: Conversation, questions: list[Ques
     evidence = {mid: turns[turn_index[t]].text for mid, t in turn_of.items()}
     target = _target(policy, conversation, root)
     try:
-        session = _session_for(policy, target, conversation.id, claude)
+        session, design = _session_for(policy, target, conversation, claude, shared)
         run = _Run(policy, conversation, session, make_matcher(match, policy.summarizer_name), evidence, cited,
-                   turn_of)
+                   turn_of, design=design, block_matcher=make_matcher(match, _writer_name(policy)))
         session.on_compacted(run.on_compacted)
         session.on_compaction_error(run.errors.append)
+        docs: list[Any] = []  # the stored turns of the current dataset session, for the design
+        if design is not None:
+            design.prepare([q.question for q in questions])
         for i, message in enumerate(messages):
             session.append_message(message)
             run.appended = i + 1
             mid = message["id"]
             if mid in evidence:
                 run.state[mid] = "verbatim"
-            if policy.blocks and (i + 1 == len(turns) or turns[i + 1].session_id != turns[i].session_id):
+            if design is not None:
+                docs.append(doc_of(message))
+                design.appended(docs[-1])
+            if (policy.blocks or design is not None) and (i + 1 == len(turns) or
+                                                         turns[i + 1].session_id != turns[i].session_id):
                 if writer is not None:
                     start = next(j for j in range(i, -1, -1)
                                  if j == 0 or turns[j - 1].session_id != turns[i].session_id)
                     writer(session, turns[start:i + 1])
+                if design is not None:
+                    design.session_ended(docs)
+                    docs = []
                 session.refresh_system_prompt()  # the next dataset session opens with the blocks as written
             if i in points:
                 rows, evidence_rows = _measure(run, points[i], i, tokens_after, turn_index, keep)
@@ -329,6 +389,7 @@ def replay(
     keep_prompts: bool = False,
     client: Any = None,
     cache: Any = "default",
+    embeddings: Any = "default",
     progress: bool = True,
 ) -> ReplayResults:
     """Replay every conversation of ``dataset`` under every policy, and measure each question's point.
@@ -347,6 +408,9 @@ def replay(
         client: An ``anthropic.Anthropic`` client for policies that call Claude (default: from the settings).
         cache: Where Claude calls made while replaying are cached (see :class:`~agentlab.experiments.cache.
             RequestCache`); ``None`` keeps them in memory.
+        embeddings: Where the embeddings of memory designs' dense retrieval are cached: ``"default"`` (the
+            evaluation harness's file, ``$AGENTLAB_HOME/cache/embeddings.duckdb``), a path, an
+            :class:`~agentlab.eval.EmbeddingCache`, or None (in memory for this replay).
         progress: Show a progress bar over (policy, conversation) pairs.
 
     Returns:
@@ -397,13 +461,18 @@ def replay(
     compaction_rows: list[dict[str, Any]] = []
     drop_rows: list[dict[str, Any]] = []
     seconds: dict[str, float] = {p.name: 0.0 for p in chosen}
+    from .retrieval import Shared
+
+    shared = Shared(embeddings)  # designs embed each text once across policies and conversations
+    holding = shared.embedding_cache.hold()  # the cache file stays open for the replay, then is released
+    holding.__enter__()
     try:
         for policy, conversation in pairs:
             started = time.perf_counter()
             if bar is not None:
                 bar.set_postfix_str(f"{policy.name} {conversation.id}")
             run = _replay_one(policy, conversation, asked[conversation.id], points[conversation.id], match=match,
-                              root=folder, claude=claude, keep=keep, writer=_writer(policy, claude))
+                              root=folder, claude=claude, keep=keep, writer=_writer(policy, claude), shared=shared)
             rows += run.rows
             evidence_rows += run.evidence_rows
             compaction_rows += run.compaction_rows
@@ -412,6 +481,7 @@ def replay(
             if bar is not None:
                 bar.update(1)
     finally:
+        holding.__exit__(None, None, None)
         if bar is not None:
             bar.close()
         if opened is not None:
@@ -424,14 +494,14 @@ def _claude_factory(policies: list[Policy], client: Any, cache: Any) -> tuple[Ca
     cache when this call opened it (to be closed after the replay)."""
     if not any(p.needs_model for p in policies):
         return None, None
+    from agentlab.chat import build_client, resolve_settings
+
     from .cache import CachedClient, RequestCache
 
     if client is None:
-        from agentlab.chat import build_client, resolve_settings
-
         client = build_client(resolve_settings())  # NoApiKeyError says how to configure a key
     store = RequestCache.open(cache)
-    cached = CachedClient(client, store)
+    cached = CachedClient(client, store, model=resolve_settings().model)
     return (lambda: cached), (None if isinstance(cache, RequestCache) else store)
 
 

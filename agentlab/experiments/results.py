@@ -8,10 +8,17 @@
   ``evidence_total`` (evidence turns said by then), ``evidence_verbatim``, ``evidence_in_summary`` (hidden but
   carried by a summary, by the method named in ``summary_match``), ``evidence_searchable`` (ranked within
   ``search_k`` by ``session.search`` in ``search_mode``), ``evidence_kept`` (verbatim + in summary),
-  ``evidence_reachable`` (kept or searchable), ``evidence_unseen`` (said after the question), ``compactions``
-  (stored by then) and ``compaction_errors``;
+  ``evidence_reachable`` (kept, in a block, retrieved or searchable), ``evidence_unseen`` (said after the question),
+  ``compactions`` (stored by then) and ``compaction_errors``; then, for policies with blocks or a memory design,
+  ``evidence_in_block`` (carried by the blocks of the system prompt, by the method in ``block_match``),
+  ``evidence_retrieved`` (put in the prompt by the design's own retrieval: the turn itself, or a written item
+  derived from it by the method in ``item_match``), ``evidence_in_prompt`` (verbatim, in a summary, in a block or
+  retrieved: what the model reads without calling a tool) and ``retrieval_tokens`` (what the design added to the
+  prompt for this question, included in ``prompt_tokens``). For a design, ``evidence_searchable`` counts what its own
+  retrieval found (``search_mode`` and ``search_k`` are its method and ``k``);
 * ``evidence``: one row per policy x question x evidence turn, with its ``status`` (``verbatim``, ``summary``,
-  ``lost``), ``search_rank`` and its distance from the question (``distance_turns``, ``distance_tokens``);
+  ``block``, ``retrieved``, ``lost``), ``search_rank`` (for a design: the rank of what showed it) and its distance
+  from the question (``distance_turns``, ``distance_tokens``);
 * ``compactions``: one row per compaction run of each (policy, conversation), with the session's own figures
   for it (``tokens_before``, ``tokens_after``, ``messages_covered``; ``summary_tokens`` and
   ``compression_ratio`` from ``session.compactions_df()``) and how many evidence turns it hid, kept in its
@@ -20,8 +27,10 @@
 
 Shares are per question (evidence kept / evidence total, questions without evidence left out) and averaged
 over questions, with percentile bootstrap intervals over questions (:func:`agentlab.eval.metrics.summarize`).
-``kept`` is verbatim or in a summary: what the model can read without a tool call; ``reachable`` adds what the
-search tool finds.
+``kept`` is verbatim or in a summary; ``in_prompt`` adds blocks and what a design retrieved: what the model can read
+without a tool call; ``reachable`` adds what the search tool finds. For a design, ``reachable`` equals ``in_prompt``
+(its retrieval's results are in the prompt and in its ``prompt_tokens``); for the compaction ladder, ``reachable``
+counts search hits the model would still have to ask for, whose tokens ``prompt_tokens`` leaves out.
 
 Invariant: every analysis is computed from these frames; nothing here reads a session again.
 """
@@ -31,8 +40,8 @@ from __future__ import annotations
 import itertools
 import json
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,14 +53,16 @@ if TYPE_CHECKING:
 __all__ = ["SHARES", "ReplayResults"]
 
 SHARES = {"verbatim": "evidence_verbatim", "in_summary": "evidence_in_summary",
-          "searchable": "evidence_searchable", "kept": "evidence_kept", "reachable": "evidence_reachable"}
+          "searchable": "evidence_searchable", "kept": "evidence_kept", "reachable": "evidence_reachable",
+          "in_block": "evidence_in_block", "retrieved": "evidence_retrieved", "in_prompt": "evidence_in_prompt"}
 """Share name -> the count column it divides by ``evidence_total``."""
 
 _QUESTION_COLUMNS = [
     "policy", "conversation_id", "question_id", "category", "asked_after", "prompt_tokens", "history_messages",
     "evidence_total", "evidence_verbatim", "evidence_in_summary", "summary_match", "evidence_searchable",
     "search_mode", "search_k", "evidence_kept", "evidence_reachable", "evidence_unseen", "compactions",
-    "compaction_errors",
+    "compaction_errors", "evidence_in_block", "evidence_retrieved", "evidence_in_prompt", "retrieval_tokens",
+    "block_match", "item_match",
 ]
 _EVIDENCE_COLUMNS = ["policy", "conversation_id", "question_id", "category", "turn_id", "dataset_session",
                      "distance_turns", "distance_tokens", "status", "search_rank", "searchable"]
@@ -112,6 +123,27 @@ class ReplayResults:
         return (f"ReplayResults(dataset={self.dataset!r}, policies={names}, rows={len(self.per_question)}, "
                 f"compactions={len(self.compactions)})")
 
+    def only(self, conversations: Iterable[str]) -> ReplayResults:
+        """The same results restricted to these conversations (e.g. those held out from a choice of settings).
+
+        Raises:
+            ValueError: None of the ids is a conversation of these results.
+        """
+        wanted = set(conversations)
+        known = set(self.per_question["conversation_id"])
+        if not wanted & known:
+            raise ValueError(f"None of {sorted(wanted)} is a conversation of these results; they have "
+                             f"{', '.join(sorted(known)[:5])}{' ...' if len(known) > 5 else ''}.")
+
+        def keep(frame: pd.DataFrame) -> pd.DataFrame:
+            return frame[frame["conversation_id"].isin(wanted)].reset_index(drop=True)
+
+        contexts = None if self.contexts is None else {k: v for k, v in self.contexts.items() if k[1] in wanted}
+        return replace(self, per_question=keep(self.per_question), evidence=keep(self.evidence),
+                       compactions=keep(self.compactions), drops=keep(self.drops), contexts=contexts,
+                       questions={k: v for k, v in self.questions.items() if k[0] in wanted},
+                       speakers={k: v for k, v in self.speakers.items() if k in wanted})
+
     # -- settings ---------------------------------------------------------------------------------------------
 
     def settings(self) -> pd.DataFrame:
@@ -171,27 +203,37 @@ class ReplayResults:
             wide.insert(2, "tokens_vs_none", wide["prompt_tokens"].to_numpy() / base.reindex(groups).to_numpy())
         return wide[[c for c in ["n", "prompt_tokens", "tokens_vs_none", *SHARES] if c in wide.columns]]
 
-    def frontier(self, kept: str = "kept", *, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
+    def frontier(self, kept: str = "kept", *, category: Any = None, n_boot: int = 1000, seed: int = 0
+                 ) -> pd.DataFrame:
         """One row per policy: mean prompt tokens and mean share ``kept``, each with its 95% interval.
 
         Args:
             kept: Which share (a key of :data:`SHARES`: ``"kept"``, ``"verbatim"``, ``"reachable"`` ...).
+            category: Only the questions of this category (all when None).
 
         Raises:
-            ValueError: ``kept`` is not a share name.
+            ValueError: ``kept`` is not a share name, or no question has that category.
         """
         import pandas as pd
 
         if kept not in SHARES:
             raise ValueError(f"kept must be one of {list(SHARES)}, not {kept!r}.")
-        summary = self.summary(None, n_boot=n_boot, seed=seed)
+        if category is None:
+            summary = self.summary(None, n_boot=n_boot, seed=seed)
+        else:
+            summary = self.summary("category", n_boot=n_boot, seed=seed)
+            known = sorted(set(summary["category"]) - {"overall"})
+            if str(category) not in known:
+                raise ValueError(f"No question of category {category!r}; the categories are {', '.join(known)}.")
+            summary = summary[summary["category"] == str(category)]
         rows = []
         for policy in self.policies:
             part = summary[summary["policy"] == policy.name].set_index("metric")
             if part.empty:
                 continue
             tokens, share = part.loc["prompt_tokens"], part.loc[kept]
-            rows.append({"policy": policy.name, "n": int(share["n"]), "prompt_tokens": tokens["mean"],
+            rows.append({"policy": policy.name, "category": "overall" if category is None else str(category),
+                         "n": int(share["n"]), "prompt_tokens": tokens["mean"],
                          "tokens_low": tokens["ci_low"], "tokens_high": tokens["ci_high"], "share": kept,
                          "kept": share["mean"], "kept_low": share["ci_low"], "kept_high": share["ci_high"]})
         return pd.DataFrame(rows)
@@ -212,7 +254,7 @@ class ReplayResults:
 
         Returns:
             One row per (policy, distance bin): ``n`` evidence turns and the shares ``verbatim``,
-            ``in_summary``, ``lost`` and ``searchable``.
+            ``in_summary``, ``in_block``, ``retrieved``, ``lost`` and ``searchable``.
         """
         import numpy as np
         import pandas as pd
@@ -229,10 +271,12 @@ class ReplayResults:
         frame["distance"] = pd.Categorical([labels[i] for i in index], categories=labels, ordered=True)
         frame["verbatim"] = frame["status"] == "verbatim"
         frame["in_summary"] = frame["status"] == "summary"
+        frame["in_block"] = frame["status"] == "block"
+        frame["retrieved"] = frame["status"] == "retrieved"
         frame["lost"] = frame["status"] == "lost"
         frame["policy"] = pd.Categorical(frame["policy"], [p.name for p in self.policies], ordered=True)
         grouped = frame.groupby(["policy", "distance"], observed=True)
-        out = grouped[["verbatim", "in_summary", "lost", "searchable"]].mean()
+        out = grouped[["verbatim", "in_summary", "in_block", "retrieved", "lost", "searchable"]].mean()
         out.insert(0, "n", grouped.size())
         return out
 

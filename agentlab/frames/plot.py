@@ -86,13 +86,15 @@ __all__ += ["tokens"]
 
 
 def policy_frontier(results: Any, *, kept: str = "kept", relative: bool = False, ax: Any = None) -> Figure:
-    """Evidence kept against prompt size: one point per memory policy, with 95% intervals on both axes.
+    """Evidence kept against prompt size: one point per memory policy (compaction settings and memory designs
+    alike), with 95% intervals on both axes.
 
     Args:
         results: What :func:`agentlab.experiments.replay` returned (anything with a ``frontier(kept)`` method), or
             the frame that method returns.
         kept: Which share goes on the y axis: ``"kept"`` (verbatim or in a summary), ``"verbatim"``,
-            ``"in_summary"``, ``"searchable"`` or ``"reachable"`` (kept or found by search).
+            ``"in_summary"``, ``"in_block"``, ``"retrieved"`` (put in the prompt by a design's own retrieval),
+            ``"in_prompt"`` (any of those), ``"searchable"`` or ``"reachable"`` (in the prompt or found by search).
         relative: Prompt tokens as a share of the policy that never compacts (``none``), if there is one.
         ax: Draw into this Axes instead of a new figure.
 
