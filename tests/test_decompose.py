@@ -160,3 +160,7 @@ class TestTheMultiHopStrategy:
         recall = results.per_question.set_index("strategy")["recall@3"]
         assert recall["multihop"] == 1.0
         assert recall["default"] == 0.0
+
+    def test_unit_options_reach_every_part(self):
+        strategy = MultiHop(embedder=HashEmbedder(32), unit="turn", key="text", query_rewrite=None)
+        assert strategy.inner.inner.describe() == "turn/text + turn/text + turn/text"

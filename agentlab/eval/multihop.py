@@ -56,21 +56,23 @@ class MultiHop(Diversify):
         k: the RRF constant, if the decomposition's ``fusion`` is set to ``"rrf"``.
         embedder: the dense parts' embedder (default MiniLM; both parts share it).
         name: the row name.
+        **options: ``unit``, ``key``, ``window`` or ``query_rewrite``: replace every part's own (as
+            ``agentlab eval --unit/--key/--query-rewrite`` do for every strategy).
     """
 
     name = "multihop"
 
     def __init__(self, *, prior: float = 0.25, penalty: float = 0.2,
                  weights: tuple[float, float, float] = (1.0, 1.0, 0.5), kinds: tuple[str, ...] = ("speaker", "clause"),
-                 k: float = 60.0, embedder: Any = None, name: str | None = None) -> None:
-        names: dict[str, Any] = {"query_rewrite": "drop-speakers"}
+                 k: float = 60.0, embedder: Any = None, name: str | None = None, **options: Any) -> None:
+        shared: dict[str, Any] = {"query_rewrite": "drop-speakers", **options}
         if embedder is None:
             from agentlab.search import MiniLMEmbedder
 
             embedder = MiniLMEmbedder()
-        parts = [BM25(stopwords=STOP_WORDS, unit="window", window=2, key="date+caption", **names),
-                 Dense(embedder, key="speaker", **names),
-                 Dense(embedder, unit="window", window=1, key="speaker", **names)]
+        parts = [BM25(stopwords=STOP_WORDS, **{"unit": "window", "window": 2, "key": "date+caption", **shared}),
+                 Dense(embedder, cache=None, **{"key": "speaker", **shared}),
+                 Dense(embedder, cache=None, **{"unit": "window", "window": 1, "key": "speaker", **shared})]
         fused = Hybrid(parts, method="minmax", weights=list(weights), name="multihop-fusion")
         decomposed = Decomposed(fused, prior=prior, k=k, kinds=kinds)
         super().__init__(decomposed, penalty=penalty, depth=30, when="list", name=name)
