@@ -464,8 +464,8 @@ def part_fanout(workers: list[Worker], args: argparse.Namespace, tmp: Path) -> l
             print(f"  run {run} {label:>6}: {result['per_s']:7.0f} updates/s, latency p50 {result['p50_ms']:7.1f} "
                   f"ms, p99 {result['p99_ms']:7.1f} ms, {result['deliveries']} deliveries checked", flush=True)
     lines = [f"fan-out: {args.clients} clients in {len(workers)} client processes, {args.updates} updates, window "
-             f"{args.window} per process; none lost or doubled, per-sender order kept, one global order, the file holds the "
-             "last update (checked every run)",
+             f"{args.window} per process; none lost or doubled, per-sender order kept, one global order, the file "
+             "holds the last update (checked every run)",
              f"  updates/s      agentlab {span([r['per_s'] for r in ours], '{:.0f}')}   bare websockets "
              f"{span([r['per_s'] for r in anchor], '{:.0f}')}   ratio "
              f"{span([o['per_s'] / a['per_s'] for o, a in zip(ours, anchor)], '{:.2f}')}"]
@@ -477,12 +477,15 @@ def part_fanout(workers: list[Worker], args: argparse.Namespace, tmp: Path) -> l
 
 
 def part_slow(workers: list[Worker], args: argparse.Namespace, tmp: Path) -> list[str]:
+    # What the slow client is sent must outgrow what the kernel buffers for it (a send buffer autotuned up to
+    # 4 MiB here, net.ipv4.tcp_wmem) plus the server's bound, or it is never found slow: 12 MiB in all.
+    pad = args.pad or max(600, -(-12 * 2**20 // args.updates))
     runs: dict[bool, list[dict]] = {True: [], False: []}
     for run in range(args.repeats):
         for slow in ((True, False) if run % 2 == 0 else (False, True)):
             server = Server("ours", tmp / f"slow-{run}-{slow}", queue_bytes=args.slow_queue_bytes)
             try:
-                result = run_fanout(workers, server, args, tmp / f"slow-{run}-{slow}", slow=slow, pad=args.pad)
+                result = run_fanout(workers, server, args, tmp / f"slow-{run}-{slow}", slow=slow, pad=pad)
             finally:
                 server.stop()
             runs[slow].append(result)
@@ -492,7 +495,7 @@ def part_slow(workers: list[Worker], args: argparse.Namespace, tmp: Path) -> lis
     with_, without = runs[True], runs[False]
     dropped = all(r["dropped"] == 1 for r in with_) and not any(r["dropped"] for r in without)
     return [f"a slow client: {args.clients} reading clients and one that never reads, state frames of "
-            f"{args.pad + 60} bytes, per-client bound {args.slow_queue_bytes // 1024} KiB",
+            f"{pad + 60} bytes, per-client bound {args.slow_queue_bytes // 1024} KiB",
             f"  others' p99     with {span([r['p99_ms'] for r in with_])} ms   without "
             f"{span([r['p99_ms'] for r in without])} ms   ratio "
             f"{span([a['p99_ms'] / b['p99_ms'] for a, b in zip(with_, without)], '{:.2f}')}",
@@ -587,7 +590,8 @@ def main() -> int:
     parser.add_argument("--updates", type=int, default=10_000)
     parser.add_argument("--window", type=int, default=2, help="updates in flight per client process")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--pad", type=int, default=600, help="extra bytes in each state frame of the slow part")
+    parser.add_argument("--pad", type=int, default=0, help="extra bytes in each state frame of the slow part "
+                        "(default: enough for 12 MiB to the slow client over the run)")
     parser.add_argument("--slow-queue-bytes", type=int, default=256 * 1024)
     parser.add_argument("--idle", type=int, default=10_000)
     parser.add_argument("--wakes", type=int, default=400)

@@ -9,7 +9,7 @@ import duckdb
 import pytest
 
 from agentlab import Agent, get_agent
-from agentlab.errors import SqlError
+from agentlab.errors import AgentlabError, SqlError
 from agentlab.session.manager import SessionManager
 from agentlab.session.session import Session
 from agentlab.store import agent_path, database, deferred, files, instances
@@ -60,6 +60,7 @@ def commits(monkeypatch):
 
     monkeypatch.setattr(database, "connect", wrap(database.connect))
     monkeypatch.setattr(instances, "open_new", wrap(instances.open_new))
+    monkeypatch.setattr(instances, "open_known", wrap(instances.open_known))
     return made
 
 
@@ -224,6 +225,22 @@ class TestSpareInstances:
         Session(agent).append_message(msg("m1"))
         assert agent.sql("SELECT count(*) AS n FROM messages")[0]["n"] == 1
 
+    def test_an_open_waits_for_the_spare_being_started_rather_than_start_its_own(self, monkeypatch):
+        instances.start(files.CONFIG)
+        assert instances.ready()
+        real = duckdb.connect
+
+        def slow_start(*args, **kwargs):  # the thread's next instance takes 0.1 s to start
+            time.sleep(0.1)
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(duckdb, "connect", slow_start)
+        own = []
+        monkeypatch.setattr(database, "connect", lambda *a: own.append(a) or files.connect(*a))
+        get_agent(Notes, "takes-the-spare")  # the thread starts the next one now
+        waited = get_agent(Notes, "waits")
+        assert waited.store._in_spare and own == []
+
     def test_a_forked_child_creates_agents_without_its_parents_spares(self, tmp_path):
         instances.start(files.CONFIG)
         assert instances.ready()
@@ -284,6 +301,26 @@ class TestReopeningAFileThisProcessClosed:
         assert instances.ready()
         store = database.Store(path, migrations=steps)  # now closed clean with these steps
         assert store._in_spare and store.scalar("SELECT count(*) FROM extra_step") == 0
+        store.close()
+
+    def test_the_name_checked_before_the_close_is_not_read_again_and_a_changed_file_is_checked(self):
+        _, path = self._closed("named")
+        assert instances.ready()
+        again = get_agent(Notes, "named")
+        assert again.store._in_spare and again.store.identity == "named"
+        again.close()
+        outside = duckdb.connect(path)  # renames the agent behind this process's back (a new stamp)
+        outside.execute("UPDATE agent_meta SET value = 'someone-else' WHERE key = 'name'")
+        outside.close()
+        with pytest.raises(AgentlabError, match="belongs to the agent 'someone-else'"):
+            get_agent(Notes, "named")
+
+    def test_a_store_opened_without_an_agent_carries_no_name_to_trust(self, tmp_path):
+        path = tmp_path / "plain.duckdb"
+        database.Store(path).close()
+        assert instances.ready()
+        store = database.Store(path)
+        assert store._in_spare and store.identity is None
         store.close()
 
     def test_a_destroyed_and_recreated_agent_is_a_new_file(self):

@@ -226,12 +226,17 @@ class Agent:
         store = self._store_checked()
         # A file the store has just created holds no name yet; the name is then written with the agent's first
         # commit (Store.defer), not in a durable commit of its own.
+        if store.identity == self.name:
+            return  # checked when this process had the file open, and the file is unchanged since
         recorded = None if store.fresh else store.scalar("SELECT value FROM agent_meta WHERE key = 'name'")
         if recorded is None:
             if not store.read_only:
                 store.defer("INSERT INTO agent_meta VALUES ('name', ?), ('class', ?)",
                             [self.name, kebab_case(type(self).__name__)])
-        elif recorded != self.name:
+                store.identity = self.name
+        elif recorded == self.name:
+            store.identity = self.name
+        else:
             store.close()
             raise AgentlabError(
                 f"{self.path} belongs to the agent {recorded!r}, not {self.name!r}; refusing to mix them."

@@ -15,13 +15,17 @@ _LAZY = {
     "AgentServer": "server",
     "HttpRequest": "http",
     "Route": "http",
+    "SLOW_CLIENT_CODE": "sockets",
     "ServerHandle": "background",
     "app": "server",
     "run": "background",
     "start": "background",
 }
 
-__all__ = ["AgentClient", "AgentServer", "HttpRequest", "Route", "ServerHandle", "Stream", "app", "rpc", "run", "start"]
+__all__ = [
+    "SLOW_CLIENT_CODE", "AgentClient", "AgentServer", "HttpRequest", "Route", "ServerHandle", "Stream", "app", "rpc",
+    "run", "start",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -118,6 +118,9 @@ class Store:
         self._in_spare = False  # opened in a spare instance (agentlab.store.instances), for tests
         self.outside_writes, self._stamper = 0, FileStamper(None)
         self.opened_stamp: str | None = None
+        # What a higher layer verified the file holds (an agent's name): kept across a clean close and a reopen
+        # that proves the file unchanged since, so the check need not read the file again. None: not verified.
+        self.identity: str | None = None
         steps = MIGRATIONS if migrations is None else migrations
         self._schema = tuple(m.name for m in steps)
         if self.path == MEMORY:
@@ -152,6 +155,7 @@ class Store:
             spare = instances.open_known(self.path)
             if spare is not None and registry.closed_clean(self.path, self._stamper.stamp(), self._schema):
                 self._conn, self._in_spare = spare, True
+                self.identity = registry.clean_identity(self.path)
             else:  # no spare ready, or a write slipped in before the file was locked
                 if spare is not None:
                     spare.close()
@@ -235,7 +239,7 @@ class Store:
             return
         stamp = self._stamper.stamp()  # None if the close left commits in the log
         if stamp is not None:
-            registry.remember_clean(self.path, stamp, self._schema)
+            registry.remember_clean(self.path, stamp, self._schema, self.identity)
 
     def on_close(self, before: Callable[[], None], after: Callable[[], None] | None = None) -> None:
         """Run ``before`` when the store closes, while it still holds the file, and ``after`` once it released it."""

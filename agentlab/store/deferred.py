@@ -197,6 +197,7 @@ class HeldWrites:
             store = self._store()
             if store is not None:
                 store.fresh = False
+                store.identity = None  # a held name was dropped: the next open reads (and writes) it again
 
     def rolled_back(self, conn: Any) -> None:
         """Roll back the open transaction (if still open) and run the held writes again in a new one.

@@ -40,7 +40,10 @@ machine whose cores are all busy is better off with 0."""
 
 _lock = threading.Condition()
 _spares: list[Any] = []
-_state: dict[str, Any] = {"thread": None, "stopping": False, "config": None}
+_state: dict[str, Any] = {"thread": None, "stopping": False, "config": None, "waiting": False}
+
+WAIT = 0.25
+"""Seconds an open waits for the spare the thread is starting before it starts an instance itself."""
 
 
 def _fill() -> None:
@@ -56,6 +59,8 @@ def _fill() -> None:
         try:
             spare = duckdb.connect(":memory:", config=config)
         except duckdb.Error:  # nothing to keep ready; callers start their own instances
+            with _lock:
+                _lock.notify_all()  # a caller waiting for this spare stops waiting
             return
         with _lock:
             if _state["stopping"]:
@@ -91,7 +96,8 @@ def ready(timeout: float = 10.0) -> bool:
 
 
 def open_new(path: str) -> Any | None:
-    """Open ``path`` (a file this process just created) in a spare instance; None when no spare is ready.
+    """Open ``path`` (a file this process just created) in a spare instance; None when no spare is ready, nor
+    ready within :data:`WAIT` seconds while the thread starts one (only one caller at a time waits).
 
     Raises nothing: a spare that cannot open the file is closed and None returned, so the caller's own open
     reports the problem with its usual typed errors.
@@ -99,7 +105,19 @@ def open_new(path: str) -> Any | None:
     import duckdb
 
     with _lock:
-        if not _spares or SPARES <= 0:
+        if SPARES <= 0:
+            return None
+        thread = _state["thread"]
+        if not _spares and not _state["waiting"] and thread is not None and thread.is_alive():
+            # The thread is starting the next spare right now: waiting for it costs at most what starting an
+            # instance here would, and less as it is under way. One caller waits; others start their own rather
+            # than queue behind it (a burst of opens then uses both cores).
+            _state["waiting"] = True
+            try:
+                _lock.wait_for(lambda: bool(_spares) or _state["stopping"] or not thread.is_alive(), WAIT)
+            finally:
+                _state["waiting"] = False
+        if not _spares:
             _lock.notify_all()
             return None
         spare = _spares.pop()
@@ -132,7 +150,7 @@ def _forget_after_fork() -> None:
     global _lock
     _lock = threading.Condition()
     _spares.clear()  # not closed: their threads are gone in the child
-    _state.update(thread=None, stopping=False)
+    _state.update(thread=None, stopping=False, waiting=False)
 
 
 def _stop() -> None:

@@ -16,13 +16,13 @@ from typing import Any
 
 from agentlab.errors import StoreInUseError
 
-__all__ = ["claim", "closed_clean", "forget_clean", "release", "remember_clean"]
+__all__ = ["claim", "clean_identity", "closed_clean", "forget_clean", "release", "remember_clean"]
 
 # The live store of each file, keyed by the file's real path.
 _open_files: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
 _lock = threading.Lock()
-# Real path -> (stamp at a clean close, names of the migrations the file had then).
-_clean: dict[str, tuple[str, tuple[str, ...]]] = {}
+# Real path -> (stamp at a clean close, names of the migrations the file had then, the store's identity then).
+_clean: dict[str, tuple[str, tuple[str, ...], str | None]] = {}
 
 
 def _key(path: str) -> str:
@@ -49,10 +49,11 @@ def release(path: str, store: Any) -> None:
             del _open_files[_key(path)]
 
 
-def remember_clean(path: str, stamp: str, migrations: tuple[str, ...]) -> None:
-    """``path`` was closed with every commit checkpointed, its stamp ``stamp`` and ``migrations`` applied."""
+def remember_clean(path: str, stamp: str, migrations: tuple[str, ...], identity: str | None = None) -> None:
+    """``path`` was closed with every commit checkpointed, its stamp ``stamp`` and ``migrations`` applied, and
+    ``identity`` (:attr:`Store.identity <agentlab.store.Store.identity>`) verified against it."""
     with _lock:
-        _clean[_key(path)] = (stamp, migrations)
+        _clean[_key(path)] = (stamp, migrations, identity)
 
 
 def closed_clean(path: str, stamp: str | None, migrations: tuple[str, ...]) -> bool:
@@ -60,7 +61,15 @@ def closed_clean(path: str, stamp: str | None, migrations: tuple[str, ...]) -> b
     if stamp is None:
         return False
     with _lock:
-        return _clean.get(_key(path)) == (stamp, migrations)
+        known = _clean.get(_key(path))
+        return known is not None and known[:2] == (stamp, migrations)
+
+
+def clean_identity(path: str) -> str | None:
+    """The identity recorded at the clean close of ``path`` (None if none was, or no clean close is known)."""
+    with _lock:
+        known = _clean.get(_key(path))
+        return None if known is None else known[2]
 
 
 def forget_clean(path: str) -> None:
