@@ -39,7 +39,7 @@ def add_command(commands: Any) -> None:
     parser.add_argument("--questions", help="records: the questions file (.jsonl, .json or .csv)")
     parser.add_argument("--strategies", default="default",
                         help="comma-separated names (default: default): default, bm25, bm25-reference, bm25-rm3, "
-                             "dense, hybrid, phrase, recency")
+                             "dense, hybrid, multihop, phrase, recency")
     parser.add_argument("--k", default="1,5,10", help="comma-separated cut-offs (default 1,5,10)")
     parser.add_argument("--categories", help="comma-separated ids or names, e.g. 1,temporal (LoCoMo default: 1,2,3,4)")
     parser.add_argument("--question-ids", help="comma-separated question ids to score (default all)")

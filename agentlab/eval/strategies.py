@@ -4,7 +4,8 @@ Units and keys (turn, window of neighbouring turns or session; text alone or wit
 caption) are described by :class:`~agentlab.eval.units.UnitSpec`; every built-in strategy takes them, and a query
 rewrite (:mod:`agentlab.eval.rewrites`). This module gathers the strategies of :mod:`~agentlab.eval.lexical`
 (BM25, phrase search), :mod:`~agentlab.eval.dense`, :mod:`~agentlab.eval.fused` (hybrids),
-:mod:`~agentlab.eval.rescoring` (name, time, session and diversity handling) and :mod:`~agentlab.eval.default`,
+:mod:`~agentlab.eval.rescoring` (name, time, session and diversity handling), :mod:`~agentlab.eval.default` and
+:mod:`~agentlab.eval.multihop` (with :mod:`~agentlab.eval.decompose`),
 and builds any of them by name (:func:`make_strategy`).
 
 A strategy is anything with a ``name``, ``index(units)`` and ``rank(query, k) -> list of unit ids``
@@ -31,13 +32,14 @@ from agentlab.eval.default import Default
 from agentlab.eval.dense import Dense
 from agentlab.eval.fused import Hybrid
 from agentlab.eval.lexical import BM25, STOP_WORDS, Phrase
+from agentlab.eval.multihop import MultiHop
 from agentlab.eval.rescoring import MMR, Diversify, Neighbours, SessionPrior, SpeakerPrior, TimeAware
 from agentlab.eval.rewrites import drop_speakers, strip_question
 from agentlab.eval.units import BaseStrategy, Strategy, Unit, UnitSpec
 
 __all__ = [
-    "BM25", "MMR", "STOP_WORDS", "BaseStrategy", "Default", "Dense", "Diversify", "Hybrid", "Neighbours", "Phrase",
-    "Recency", "SessionPrior", "SpeakerPrior", "Strategy", "TimeAware", "Unit", "UnitSpec", "drop_speakers",
+    "BM25", "MMR", "STOP_WORDS", "BaseStrategy", "Default", "Dense", "Diversify", "Hybrid", "MultiHop", "Neighbours",
+    "Phrase", "Recency", "SessionPrior", "SpeakerPrior", "Strategy", "TimeAware", "Unit", "UnitSpec", "drop_speakers",
     "make_strategy", "strategy_names", "strip_question",
 ]
 
@@ -63,6 +65,7 @@ _FACTORIES: dict[str, Callable[..., Any]] = {
     "default": Default,
     "dense": Dense,
     "hybrid": Hybrid,
+    "multihop": MultiHop,
     "phrase": Phrase,
     "recency": Recency,
 }
@@ -75,7 +78,7 @@ def strategy_names() -> list[str]:
 
 def make_strategy(name: str, **options: Any) -> Any:
     """Build a strategy by name: ``default``, ``bm25``, ``bm25-reference``, ``bm25-rm3``, ``dense``, ``hybrid``,
-    ``phrase``, ``recency``.
+    ``multihop`` (decomposition for multi-hop questions, :mod:`agentlab.eval.multihop`), ``phrase``, ``recency``.
 
     Args:
         name: one of the names above.
