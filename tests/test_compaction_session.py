@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from helpers import msg, texts
 
 from agentlab.agent._agent import Agent, get_agent
 from agentlab.errors import CompactionError, DuplicateMessageWarning, InvalidArgumentError
 from agentlab.session._compact_function import create_compact_function
 from agentlab.session._session import Session
+from tests.helpers import msg, texts
 
 
 def fixed(from_id: str, to_id: str, summary: str = "S"):

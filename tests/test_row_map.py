@@ -6,12 +6,12 @@ from __future__ import annotations
 import random
 
 import pytest
-from helpers import msg
 
 from agentlab.session._session import Session
 from agentlab.session.duckdb import _parent_map as row_map
 from agentlab.session.duckdb._tree import tree_of
 from agentlab.store._database import Store
+from tests.helpers import msg
 
 
 def model(store: Store) -> dict[str, tuple[int, str | None, str]]:

@@ -12,7 +12,6 @@ import random
 import warnings
 
 import pytest
-from helpers import ids, msg, texts
 
 from agentlab.context._providers import AgentContextProvider
 from agentlab.errors import (
@@ -34,6 +33,7 @@ from agentlab.session._compact_function import create_compact_function
 from agentlab.session._messages import UNSET, Appended
 from agentlab.session._storage_contract import OutlineStorage
 from agentlab.store._database import Store
+from tests.helpers import ids, msg, texts
 
 KINDS = ["duckdb", "memory"]
 
