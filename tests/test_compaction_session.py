@@ -12,13 +12,13 @@ from tests.helpers import msg, texts
 
 
 def fixed(from_id: str, to_id: str, summary: str = "S"):
-    calls = []
+    calls: list[list[str]] = []
 
     def fn(history):
         calls.append([m["id"] for m in history])
         return {"from_message_id": from_id, "to_message_id": to_id, "summary": summary}
 
-    fn.calls = calls
+    fn.calls = calls  # type: ignore[attr-defined]  # read back by the tests
     return fn
 
 

@@ -29,7 +29,8 @@ def model_with_roles(store: Store) -> dict[str, tuple[int, str | None, str, str]
 
 
 def model_path(rows, session: str, leaf: str, max_depth: int = 100_000) -> list[str]:
-    path, cur = [], leaf
+    path: list[str] = []
+    cur: str | None = leaf
     while cur is not None and cur in rows and rows[cur][2] == session and len(path) < max_depth:
         path.append(cur)
         cur = rows[cur][1]

@@ -38,7 +38,7 @@ from tests.helpers import ids, msg, texts
 KINDS = ["duckdb", "memory"]
 
 
-def make_storage(kind: str) -> SessionStorage:
+def make_storage(kind: str) -> DuckDBSessionStorage | InMemorySessionStorage:
     return DuckDBSessionStorage(Store(), "") if kind == "duckdb" else InMemorySessionStorage()
 
 
@@ -359,7 +359,7 @@ class TestASessionWithoutAnAgent:
         assert AgentContextProvider(store, "memory").get() == "likes tea"
 
 
-def _observe(storage: SessionStorage, names: list[str]) -> dict:
+def _observe(storage: DuckDBSessionStorage | InMemorySessionStorage, names: list[str]) -> dict:
     """Everything a storage answers about a set of ids, in a comparable form."""
     return {
         "tip": storage.latest_leaf_id(),
