@@ -37,7 +37,7 @@ js:
 demo: setup
 	$(BIN)/agentlab demo
 
-# Lint (the package, its tests and benchmarks), types and the import contract (layers, internal modules, no
+# Lint and types (the package, its tests and benchmarks) and the import contract (layers, internal modules, no
 # cycles); `make test` runs it first.
 check: setup
 	$(BIN)/ruff check agentlab tests benchmarks

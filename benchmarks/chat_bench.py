@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _timing import machine_check, percentiles, row
@@ -76,7 +77,7 @@ def sentence(i: int, n: int = 24) -> str:
 
 def build_branch(agent: BenchAgent, n: int) -> str:
     """Append ``n`` messages (text turns with a tool pair every 10 messages); returns the last id."""
-    messages = []
+    messages: list[dict[str, Any]] = []
     i = 0
     while len(messages) < n:
         if i % 10 == 8 and len(messages) + 2 <= n:

@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -83,6 +84,13 @@ def build_session(agent: Agent) -> Session:
     )
 
 
+def block_provider(session: Session, label: str) -> Any:
+    """The provider behind a context block of ``session`` (the blocks are loaded)."""
+    config = session.context.config(label)
+    assert config is not None, label
+    return config.provider
+
+
 def bench_search(root: Path, n: int, queries: int) -> dict[str, float]:
     import faiss
 
@@ -92,10 +100,10 @@ def bench_search(root: Path, n: int, queries: int) -> dict[str, float]:
     items = [(f"note-{i}", text) for i, text in enumerate(texts)]
     session.tools()  # loads the blocks, which gives each provider its label
     t = time.perf_counter()
-    session.context.config("knowledge").provider.set_many(items)
+    block_provider(session, "knowledge").set_many(items)
     print(f"(b) {n} entries into the vector block: {time.perf_counter() - t:.1f} s")
     t = time.perf_counter()
-    session.context.config("hybrid").provider.set_many(items)  # vectors reused by content hash; words indexed
+    block_provider(session, "hybrid").set_many(items)  # vectors reused by content hash; words indexed
     print(f"    the same entries into the hybrid block: {time.perf_counter() - t:.1f} s")
     asks = sentences(queries, seed=13)
     labels = {"knowledge": "vector", "hybrid": "hybrid"}
@@ -104,9 +112,9 @@ def bench_search(root: Path, n: int, queries: int) -> dict[str, float]:
         session.run_tool("search_context", {"label": label, "query": "warm up"})  # builds the caches
     # Anchors, timed on the same queries in the same loop: the FAISS flat search alone (the floor of a vector
     # search), and the BM25 search alone; what search_context adds on top is this layer's overhead.
-    vectors = session.context.config("knowledge").provider.vectors
+    vectors = block_provider(session, "knowledge").vectors
     index = vector_indexes(agent.store)[vectors.namespace].index
-    words = session.context.config("hybrid").provider.index
+    words = block_provider(session, "hybrid").index
     samples["faiss"], samples["bm25"] = [], []
     for query in asks:  # every measurement per query, so load on the shared machine hits them alike
         for label in labels:

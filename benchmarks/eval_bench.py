@@ -179,8 +179,8 @@ def ideas(data: Path, cache: Any) -> None:
         strip_question,
     )
 
-    stop = {"stopwords": STOP_WORDS}
-    names = {"query_rewrite": "drop-speakers"}
+    stop: dict[str, Any] = {"stopwords": STOP_WORDS}
+    names: dict[str, Any] = {"query_rewrite": "drop-speakers"}
 
     def parts() -> list[Any]:
         return [BM25(unit="window", window=2, key="date", **stop, **names), Dense(key="speaker", **names)]

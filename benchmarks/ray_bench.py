@@ -24,12 +24,14 @@ not how it scales on a cluster. LoCoMo is CC BY-NC 4.0 and not shipped: by defau
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "datasets" / "locomo" / "locomo10.json"
@@ -148,12 +150,13 @@ def agent_actors(count: int) -> None:
 
     print(f"\n== memory of {count} agent actors (one process per agent) against {count} bare Ray actors")
     with tempfile.TemporaryDirectory() as folder:
-        handles = [get_agent(Agent, f"user-{i}", root=folder, backend="ray") for i in range(count)]
+        # get_agent is annotated as returning the class even for backend="ray"; it returns a handle.
+        handles: list[Any] = [get_agent(Agent, f"user-{i}", root=folder, backend="ray") for i in range(count)]
         for h in handles:
             h.set_state({"n": 1})
             h.append_message({"id": "m1", "role": "user", "parts": [{"type": "text", "text": "hello"}]})
         agents = [h.memory() for h in handles]
-        bare_actors = [ray.remote(Bare).options(num_cpus=0).remote() for _ in range(count)]
+        bare_actors: list[Any] = [ray.remote(Bare).options(num_cpus=0).remote() for _ in range(count)]
         bare = ray.get([b.memory.remote() for b in bare_actors])
         for h in handles:
             h.close()
@@ -175,10 +178,10 @@ def calls(repeats: int, n: int = 300) -> None:
     print(f"\n== handle call against local call: {repeats} alternating rounds of {n} calls each, p50 per call")
     results: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as folder:
-        handle = get_agent(Agent, "remote", root=folder, backend="ray")
+        handle: Any = get_agent(Agent, "remote", root=folder, backend="ray")
         local = get_agent(Agent, "local", root=folder)
         session = Session.create(local)
-        bare = ray.remote(Bare).options(num_cpus=0).remote()
+        bare: Any = ray.remote(Bare).options(num_cpus=0).remote()
         ray.get(bare.noop.remote())
         handle.set_state({"n": 0})
         local.set_state({"n": 0})
@@ -236,7 +239,7 @@ def main() -> int:
     print(f"machine check before: {machine_check():.0f} ms (fast ~120, slow ~200); "
           f"load average {os.getloadavg()[0]:.1f} on 2 cores")
     started = time.perf_counter()
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="error")
+    ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.ERROR)
     print(f"ray.init(num_cpus=2): {time.perf_counter() - started:.1f} s")
     try:
         if not args.skip_calls:

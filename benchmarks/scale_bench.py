@@ -289,7 +289,7 @@ def pick_queries(corpus: Corpus, rng: np.random.Generator) -> dict[str, tuple[st
     counts = corpus.stem_counts()
     stems = corpus.stem_ids
     vocabulary = corpus.vocabulary
-    first_word = {}
+    first_word: dict[int, int] = {}
     for rank, stem in enumerate(stems.tolist()):  # vocabulary order is Zipf rank order
         first_word.setdefault(stem, rank)
     rare_stems = np.flatnonzero((counts >= 15) & (counts <= 40))

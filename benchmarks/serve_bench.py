@@ -312,7 +312,8 @@ async def hold_worker(job: dict, held: list[Any]) -> dict:
 
 async def wake_worker(job: dict, held: list[Any]) -> dict:
     """For each chosen client: an RPC that wakes its hibernated agent, then the same RPC to it awake."""
-    wake, awake = [], []
+    wake: list[float] = []
+    awake: list[float] = []
     for index in job["indices"]:
         ws = held[index]
         for sink in (wake, awake):
@@ -450,7 +451,8 @@ def last_stored(root: Path) -> int:
 
 
 def part_fanout(workers: list[Worker], args: argparse.Namespace, tmp: Path) -> list[str]:
-    ours, anchor = [], []
+    ours: list[dict[str, Any]] = []
+    anchor: list[dict[str, Any]] = []
     for run in range(args.repeats):
         for label in (("ours", "anchor") if run % 2 == 0 else ("anchor", "ours")):
             root = tmp / f"fan-{run}"

@@ -34,8 +34,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -58,7 +60,7 @@ def make_vocabulary(rng: np.random.Generator) -> list[str]:
     return sorted(words)
 
 
-def zipf_sampler(rng: np.random.Generator, vocabulary: list[str]):
+def zipf_sampler(rng: np.random.Generator, vocabulary: list[str]) -> Callable[[int], list[str]]:
     weights = 1.0 / np.arange(1, len(vocabulary) + 1)
     p = weights / weights.sum()
     order = rng.permutation(len(vocabulary))  # rank is unrelated to spelling
@@ -69,7 +71,7 @@ def zipf_sampler(rng: np.random.Generator, vocabulary: list[str]):
     return draw
 
 
-def make_messages(n: int, chain: int, seed: int = 7) -> tuple[list[dict], list[str | None], object]:
+def make_messages(n: int, chain: int, seed: int = 7) -> tuple[list[dict], list[str | None], Callable[[int], list[str]]]:
     rng = np.random.default_rng(seed)
     draw = zipf_sampler(rng, make_vocabulary(rng))
     words = draw(n * WORDS_PER_TEXT)
@@ -245,11 +247,14 @@ def main() -> None:
     figures["bulk_msgs_per_s"] = statistics.median(rates)
     figures["sqlite_bulk_msgs_per_s"] = statistics.median(lite_rates)
     bulk_runs = ", ".join(f"{r:,.0f}" for r in rates)
+    assert agent is not None and session is not None and lite is not None
     lite.execute("ANALYZE")  # without statistics SQLite joins the latest-leaf query on session_id: quadratic
 
     # get_history at the chain's depth
     chain_leaf = f"m{args.chain - 1}"
     ours, theirs, ours_kept, theirs_kept = [], [], [], []
+    history: list[dict] | None
+    lite_history: list[dict] | None
     for _ in range(3):  # warm-up: the first read fills the content cache; both sides settle their memory
         history, lite_history = session.get_history(chain_leaf), sqlite_history(lite, chain_leaf)
     for _ in range(args.reads):  # the two variants alternate so that both see the same drift of the machine
@@ -266,6 +271,7 @@ def main() -> None:
         t0 = time.perf_counter()
         lite_history = sqlite_history(lite, chain_leaf)
         theirs_kept.append(time.perf_counter() - t0)
+    assert history is not None and lite_history is not None
     assert len(history) == len(lite_history) == args.chain, (len(history), len(lite_history))
     assert history == lite_history
     figures["history_p50_ms"], figures["sqlite_history_p50_ms"] = p50(ours), p50(theirs)
@@ -284,7 +290,7 @@ def main() -> None:
     ours_append, lite_append, ours_search, lite_search = [], [], [], []
     tip = chain_leaf
     for i in range(args.appends):
-        new = {"id": f"a{i}", "role": "user", "parts": [{"type": "text", "text": " ".join(draw(WORDS_PER_TEXT))}],
+        new: dict[str, Any] = {"id": f"a{i}", "role": "user", "parts": [{"type": "text", "text": " ".join(draw(WORDS_PER_TEXT))}],
                "created_at": "2026-11-02T12:00:00.000Z"}
         t0 = time.perf_counter()
         session.append_message(new, tip)
@@ -341,8 +347,8 @@ def main() -> None:
           f"load average {load_before:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; "
           f"machine check {speed_before:.0f} -> {machine_check():.0f} ms (fast ~120, slow ~200)")
     print(f"{'operation':40} {'agentlab':>16} {'sqlite+FTS5':>16} {'ratio':>7}  target")
-    for name, ours_text, lite_text, ratio, target in rows:
-        print(f"{name:40} {ours_text:>16} {lite_text:>16} {ratio:7.2f}  {target}")
+    for name, ours_text, lite_text, ratio, goal in rows:
+        print(f"{name:40} {ours_text:>16} {lite_text:>16} {ratio:7.2f}  {goal}")
     print(f"DuckDB floor for one append (bare one-row INSERT, same columns, same run): "
           f"{figures['duckdb_floor_append_p50_ms']:.2f} ms p50")
     print(f"bulk imports: {bulk_runs} msg/s; get_history replacing the previous result in the timed line: "

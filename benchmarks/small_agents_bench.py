@@ -46,11 +46,15 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).parent))
 from _timing import machine_check  # noqa: E402
+
+if TYPE_CHECKING:  # agentlab is imported inside the timed functions, so that its import is not in a figure
+    from agentlab import Agent, Session
 
 VOCABULARY = 30_000
 
@@ -122,7 +126,7 @@ def _agent_class():
     return SmallAgent
 
 
-def ours_create(root: Path, name: str, first: dict, cls) -> tuple[object, object]:
+def ours_create(root: Path, name: str, first: dict, cls) -> tuple[Agent, Session]:
     from agentlab import get_agent
     from agentlab.session._manager import SessionManager
 
@@ -206,7 +210,7 @@ def bench_size(counts: list[int]) -> None:
                   + (f"   {'OK' if ours <= 400 * 1024 else 'OVER'} (target <= 400 KB)" if n == 20 else ""))
 
 
-def _bare_agent(root: Path, name: str, cls) -> tuple[object, None]:
+def _bare_agent(root: Path, name: str, cls) -> tuple[Agent, None]:
     from agentlab import get_agent
     from agentlab.session._manager import SessionManager
 
@@ -242,6 +246,7 @@ def bench_create(users: int, repeats: int, variants: list[str]) -> None:
     import agentlab  # noqa: F401  imports are not part of the figure
     from agentlab.store import _files as files
 
+    instances: Any  # the module, or None for a revision without it
     try:
         from agentlab.store import _instances as instances
     except ImportError:  # agentlab before spare instances (a "before" run): every agent starts its own

@@ -28,10 +28,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "e2e"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root, for tests.e2e.harness
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _timing import machine_check
-from harness import LabPage, LabServer, launch_chromium, write_notebook
+
+from tests.e2e.harness import LabPage, LabServer, launch_chromium, write_notebook
 
 HERE = Path(__file__).resolve().parent.parent
 

@@ -44,7 +44,7 @@ class BatchClaude(OfflineClaude):
                  outcome: Callable[[str, dict[str, Any], int], Any] | None = None, seed: int = 0) -> None:
         super().__init__(responder, seed=seed)
         self.polls = polls
-        self.outcome = outcome or (lambda custom_id, params, attempt: "succeeded")
+        self.outcome: Callable[[str, dict[str, Any], int], Any] = outcome or (lambda custom_id, params, attempt: "succeeded")
         self.batches: dict[str, dict[str, Any]] = {}
         self.calls: list[tuple[str, str]] = []
         self.seen: dict[str, int] = {}
@@ -108,11 +108,11 @@ class BatchClaude(OfflineClaude):
             batch_id = self._id("msgbatch_01")
             items = [{"custom_id": r["custom_id"], "result": self._result(r["custom_id"], r["params"])}
                      for r in body["requests"]]
-            batch = {"id": batch_id, "items": items, "polled": 0,
-                     "created": datetime(2026, 12, 2, 9, 0, tzinfo=UTC) + timedelta(minutes=len(self.batches))}
-            self.batches[batch_id] = batch
+            created = {"id": batch_id, "items": items, "polled": 0,
+                       "created": datetime(2026, 12, 2, 9, 0, tzinfo=UTC) + timedelta(minutes=len(self.batches))}
+            self.batches[batch_id] = created
             self.requests.extend(r["params"] for r in body["requests"])
-            return httpx2.Response(200, json=self._object(batch))
+            return httpx2.Response(200, json=self._object(created))
         if path.startswith(_BATCHES + "/"):
             rest = path[len(_BATCHES) + 1:]
             batch_id, _, tail = rest.partition("/")

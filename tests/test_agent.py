@@ -71,9 +71,9 @@ class TestAgentsByName:
         assert kebab_case("Agent") == "agent"
         assert kebab_case("my_Agent") == "my--agent"  # upstream maps "_" and each capital separately
 
-    def test_get_agent_refuses_classes_that_are_not_agents(self, tmp_path):
+    def test_get_agent_refuses_classes_that_are_not_agents(self, tmp_path) -> None:
         with pytest.raises(TypeError):
-            get_agent(dict, "x", root=tmp_path)  # type: ignore[arg-type]
+            get_agent(dict, "x", root=tmp_path)  # type: ignore[type-var]
 
 
 def _cell(source: str) -> dict:

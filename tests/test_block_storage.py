@@ -18,7 +18,9 @@ OLD_MIGRATIONS = [m for m in MIGRATIONS if m.name != "m070_context_block_session
 
 def text(session: Session, label: str) -> str:
     session.context.load()
-    return session.get_context_block(label).content
+    block = session.get_context_block(label)
+    assert block is not None, label
+    return block.content
 
 
 def rows(store: Store) -> list[tuple]:

@@ -9,18 +9,6 @@ import json
 import threading
 
 import pytest
-from anthropic_mock import (
-    ScriptedClaude,
-    echo,
-    invalid_request,
-    overloaded,
-    rate_limited,
-    redacted_thinking,
-    reply,
-    text,
-    thinking,
-    tool_use,
-)
 
 from agentlab import get_agent
 from agentlab.chat._chat_agent import ChatAgent, Tool
@@ -33,6 +21,18 @@ from agentlab.errors import (
     ModelOverloadedError,
     NoApiKeyError,
     TurnError,
+)
+from tests.anthropic_mock import (
+    ScriptedClaude,
+    echo,
+    invalid_request,
+    overloaded,
+    rate_limited,
+    redacted_thinking,
+    reply,
+    text,
+    thinking,
+    tool_use,
 )
 
 EPHEMERAL = {"type": "ephemeral"}

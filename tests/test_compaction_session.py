@@ -3,22 +3,22 @@
 from __future__ import annotations
 
 import pytest
-from helpers import msg, texts
 
 from agentlab.agent._agent import Agent, get_agent
 from agentlab.errors import CompactionError, DuplicateMessageWarning, InvalidArgumentError
 from agentlab.session._compact_function import create_compact_function
 from agentlab.session._session import Session
+from tests.helpers import msg, texts
 
 
 def fixed(from_id: str, to_id: str, summary: str = "S"):
-    calls = []
+    calls: list[list[str]] = []
 
     def fn(history):
         calls.append([m["id"] for m in history])
         return {"from_message_id": from_id, "to_message_id": to_id, "summary": summary}
 
-    fn.calls = calls
+    fn.calls = calls  # type: ignore[attr-defined]  # read back by the tests
     return fn
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import msg
 
 from agentlab import Agent, get_agent
 from agentlab.errors import ConversationFormatError
 from agentlab.session._formats import detect_format
 from agentlab.session._session import Session
+from tests.helpers import msg
 
 OPENAI = [
     {"role": "system", "content": "You are terse."},

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from helpers import msg
 
 from agentlab import Agent, Session, get_agent, rpc
 from agentlab.agent._agent import live_agent
 from agentlab.errors import AgentClosedError, AgentDestroyedError, ConnectionClosedError, ReadOnlyAgentError
 from agentlab.serve import AgentClient, start
+from tests.helpers import msg
 
 
 class Notes(Agent):

@@ -112,7 +112,8 @@ class _RecordingEmbedder:
     """A real HashEmbedder that remembers the size of each encode() call."""
 
     def __init__(self, inner: HashEmbedder) -> None:
-        self.inner, self.model_id, self.dimension, self.calls = inner, inner.model_id, inner.dimension, []
+        self.inner, self.model_id, self.dimension = inner, inner.model_id, inner.dimension
+        self.calls: list[int] = []
 
     def encode(self, texts):
         self.calls.append(len(texts))

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from anthropic_batches import BatchClaude
-from anthropic_mock import ScriptedClaude, invalid_request, overloaded, reply, text, tool_use
 
 import agentlab.experiments as ex
 from agentlab.errors import BudgetExceededError, ExperimentError, PricingError
@@ -13,6 +11,8 @@ from agentlab.experiments.batches import Request, Runner
 from agentlab.experiments.cache import RequestCache
 from agentlab.experiments.pricing import Price, cost_of, estimate, price_for
 from agentlab.experiments.qa import judge_label
+from tests.anthropic_batches import BatchClaude
+from tests.anthropic_mock import ScriptedClaude, invalid_request, overloaded, reply, text, tool_use
 
 TIGHT = ex.Policy("tight", "Compacts above 300 tokens.", ex.Compaction(300, 80))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -123,7 +124,7 @@ class TestMessagesFrame:
         assert list(df.columns) == MESSAGE_COLUMNS and len(df) == 0
 
 
-ODD_PARTS = [
+ODD_PARTS: list[dict[str, Any]] = [
     {"type": "reasoning", "reasoning": "hmm"},
     {"type": "tool-search", "toolCallId": "c1", "input": {"q": 1}, "output": {"hits": [1, 2.0]}},
     {"type": "dynamic-tool", "toolCallId": "c2", "toolName": "x", "input": "raw", "result": None},

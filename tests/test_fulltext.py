@@ -213,9 +213,9 @@ class TestModes:
         with pytest.raises(InvalidSearchError, match=r"groups=\['s1'\]"):
             fts.search("x", groups="s1")
         with pytest.raises(InvalidSearchError, match="doc_id: str"):
-            fts.index("x", None)  # type: ignore[arg-type]
+            fts.index("x", None)
         with pytest.raises(InvalidSearchError, match="doc_id: str"):
-            fts.index_many([("x", "text", None)])  # type: ignore[list-item]
+            fts.index_many([("x", "text", None)])
         with pytest.raises(InvalidSearchError, match="namespace"):
             FullTextIndex(fts.store, "")
         assert fts.count() == len(self.DOCS)  # nothing was written by the refused calls

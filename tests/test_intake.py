@@ -5,7 +5,6 @@ from __future__ import annotations
 import warnings
 
 import pytest
-from helpers import msg
 
 from agentlab.errors import (
     AgentlabError,
@@ -15,6 +14,7 @@ from agentlab.errors import (
     UnknownRoleWarning,
 )
 from agentlab.session._session import Session
+from tests.helpers import msg
 
 
 @pytest.fixture

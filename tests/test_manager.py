@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from helpers import msg
 
 from agentlab.errors import (
     ForkedHistoryError,
@@ -16,6 +15,7 @@ from agentlab.session._compact_function import is_compaction_message
 from agentlab.session._manager import SessionInfo, SessionManager
 from agentlab.session._session import Session
 from agentlab.store._database import Store
+from tests.helpers import msg
 
 
 def ids(messages: list[dict]) -> list[str]:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import logging
 
 import pytest
-from helpers import msg
 
 from agentlab import Agent, get_agent
 from agentlab.errors import UnknownMessageError
 from agentlab.session import InMemorySessionStorage
 from agentlab.session._compact_function import create_compact_function
 from agentlab.session._session import Session
+from tests.helpers import msg
 
 
 class Recording(Agent):

@@ -13,7 +13,6 @@ import sqlite3
 
 import duckdb
 import pytest
-from helpers import msg
 
 from agentlab.search._index_files import IndexFiles, index_folder
 from agentlab.search._tokenizer import tokenize
@@ -21,6 +20,7 @@ from agentlab.session._session import Session
 from agentlab.session.duckdb import _index_state as index_state
 from agentlab.session.duckdb._tree import tree_of
 from agentlab.store._database import Store
+from tests.helpers import msg
 
 WORDS = ["alpha", "beta", "gamma", "delta", "deploy", "deploying", "friday", "server", "the", "on", "naïve"]
 QUERIES = ["alpha", "on", "friday server", "deploy deploying", "alpha alpha beta", "the alpha", "gamma delta friday",

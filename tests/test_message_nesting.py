@@ -7,7 +7,6 @@ import json
 from typing import Any
 
 import pytest
-from reliability.snapshot import snapshot
 
 import agentlab
 from agentlab import Agent, get_agent
@@ -17,6 +16,7 @@ from agentlab.errors import InvalidMessageError
 from agentlab.session._messages import MAX_MESSAGE_NESTING
 from agentlab.session._session import Session
 from agentlab.views._branch_tree import BranchTree
+from tests.reliability.snapshot import snapshot
 
 
 def nesting(value: Any) -> int:

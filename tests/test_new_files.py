@@ -46,7 +46,9 @@ def catalog(path: Path) -> dict[str, list[tuple]]:
 def block_size(path: Path) -> int:
     conn = duckdb.connect(str(path), read_only=True)
     try:
-        return conn.execute("SELECT block_size FROM pragma_database_size()").fetchone()[0]
+        row = conn.execute("SELECT block_size FROM pragma_database_size()").fetchone()
+        assert row is not None
+        return row[0]
     finally:
         conn.close()
 

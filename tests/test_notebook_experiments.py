@@ -6,7 +6,8 @@ import os
 from pathlib import Path
 
 import pytest
-from notebook_utils import outputs_text
+
+from tests.notebook_utils import outputs_text
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "07-memory-policies.ipynb"
 LOCOMO = Path(os.environ.get("AGENTLAB_LOCOMO") or

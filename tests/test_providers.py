@@ -383,13 +383,13 @@ def test_format_hits_is_none_without_hits_and_blank_line_separated_otherwise():
 
 class TestSearchProviderArguments:
     @pytest.mark.parametrize(("make", "named"), [
-        (lambda store: VectorSearchProvider(store, HashEmbedder(8), limit=float("nan")), "limit"),
+        (lambda store: VectorSearchProvider(store, HashEmbedder(8), limit=float("nan")), "limit"),  # type: ignore[arg-type]
         (lambda store: VectorSearchProvider(store, HashEmbedder(8), limit=-1), "limit"),
-        (lambda store: FullTextSearchProvider(store, limit=2.5), "limit"),
+        (lambda store: FullTextSearchProvider(store, limit=2.5), "limit"),  # type: ignore[arg-type]
         (lambda store: HybridSearchProvider(store, HashEmbedder(8), rrf_k=float("nan")), "rrf_k"),
         (lambda store: HybridSearchProvider(store, HashEmbedder(8), rrf_k=-1), "rrf_k"),
-        (lambda store: HybridSearchProvider(store, HashEmbedder(8), candidates=float("inf")), "candidates"),
-        (lambda store: HybridSearchProvider(store, HashEmbedder(8), limit=None), "limit"),
+        (lambda store: HybridSearchProvider(store, HashEmbedder(8), candidates=float("inf")), "candidates"),  # type: ignore[arg-type]
+        (lambda store: HybridSearchProvider(store, HashEmbedder(8), limit=None), "limit"),  # type: ignore[arg-type]
     ])
     def test_a_limit_or_constant_that_is_not_a_number_of_zero_or_more_is_refused(self, store, make, named):
         with pytest.raises(InvalidArgumentError, match=named):

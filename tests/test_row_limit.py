@@ -5,12 +5,12 @@ from __future__ import annotations
 import copy
 
 import pytest
-from anthropic_mock import ScriptedClaude, reply, text, tool_use
 
 from agentlab import get_agent
 from agentlab.chat._chat_agent import ChatAgent
 from agentlab.errors import RowSizeWarning
 from agentlab.session._row_size_limit import ROW_MAX_BYTES, enforce_row_size_limit, row_bytes
+from tests.anthropic_mock import ScriptedClaude, reply, text, tool_use
 
 BIG = "x" * 2_000_000
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import random
 
 import pytest
-from helpers import msg
 
 from agentlab.session._session import Session
 from agentlab.session.duckdb import _parent_map as row_map
 from agentlab.session.duckdb._tree import tree_of
 from agentlab.store._database import Store
+from tests.helpers import msg
 
 
 def model(store: Store) -> dict[str, tuple[int, str | None, str]]:
@@ -29,7 +29,8 @@ def model_with_roles(store: Store) -> dict[str, tuple[int, str | None, str, str]
 
 
 def model_path(rows, session: str, leaf: str, max_depth: int = 100_000) -> list[str]:
-    path, cur = [], leaf
+    path: list[str] = []
+    cur: str | None = leaf
     while cur is not None and cur in rows and rows[cur][2] == session and len(path) < max_depth:
         path.append(cur)
         cur = rows[cur][1]

@@ -84,11 +84,7 @@ def test_the_official_client_speaks_to_agentlab_serve(node_client, tmp_path):
     assert report["results"]["identity"] == ["alice", "counter"]
 
     # The server has stopped: its files hold what the clients stored, one file per name.
-    sys.path.insert(0, str(JS))
-    try:
-        from served_agents import Counter  # the class the server served
-    finally:
-        sys.path.remove(str(JS))
+    from tests.js.served_agents import Counter  # the class the server served
     alice = get_agent(Counter, "alice", root=root)
     bob = get_agent(Counter, "bob", root=root)
     assert (alice.state, bob.state) == ({"count": 11}, {"count": 42})

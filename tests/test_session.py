@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from helpers import ids, msg, texts
 
 from agentlab.agent._agent import Agent, get_agent
 from agentlab.errors import UnknownMessageError
 from agentlab.session._session import SearchHit, Session
+from tests.helpers import ids, msg, texts
 
 
 @pytest.fixture

@@ -51,7 +51,8 @@ def build(store: Store, parents: list[int | None]) -> tuple[Session, str]:
 
 
 def naive_path(parents: list[int | None], alive: set[int], leaf: int, prefix: str) -> list[str]:
-    path, cur = [], leaf
+    path: list[str] = []
+    cur: int | None = leaf
     while cur is not None and cur in alive:
         path.append(f"{prefix}n{cur}")
         cur = parents[cur]
@@ -159,14 +160,16 @@ def test_history_stays_the_naive_walk_while_the_tree_changes(shared_store, monke
     texts: dict[str, str] = {}
 
     def chain(node: str) -> list[str]:  # parent pointers, through deleted ids too
-        found, cur = [], node
+        found: list[str] = []
+        cur: str | None = node
         while cur is not None and cur in parents and cur not in found:
             found.append(cur)
             cur = parents[cur]
         return found
 
     def walk(leaf: str) -> list[str]:
-        path, cur = [], leaf
+        path: list[str] = []
+        cur: str | None = leaf
         while cur is not None and cur in alive:
             path.append(cur)
             cur = parents[cur]

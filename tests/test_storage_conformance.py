@@ -12,7 +12,6 @@ import random
 import warnings
 
 import pytest
-from helpers import ids, msg, texts
 
 from agentlab.context._providers import AgentContextProvider
 from agentlab.errors import (
@@ -34,11 +33,12 @@ from agentlab.session._compact_function import create_compact_function
 from agentlab.session._messages import UNSET, Appended
 from agentlab.session._storage_contract import OutlineStorage
 from agentlab.store._database import Store
+from tests.helpers import ids, msg, texts
 
 KINDS = ["duckdb", "memory"]
 
 
-def make_storage(kind: str) -> SessionStorage:
+def make_storage(kind: str) -> DuckDBSessionStorage | InMemorySessionStorage:
     return DuckDBSessionStorage(Store(), "") if kind == "duckdb" else InMemorySessionStorage()
 
 
@@ -359,7 +359,7 @@ class TestASessionWithoutAnAgent:
         assert AgentContextProvider(store, "memory").get() == "likes tea"
 
 
-def _observe(storage: SessionStorage, names: list[str]) -> dict:
+def _observe(storage: DuckDBSessionStorage | InMemorySessionStorage, names: list[str]) -> dict:
     """Everything a storage answers about a set of ids, in a comparable form."""
     return {
         "tip": storage.latest_leaf_id(),

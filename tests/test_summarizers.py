@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from anthropic_mock import ScriptedClaude, overloaded, reply, text
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -13,6 +12,7 @@ from agentlab.chat._summarizers import ClaudeSummarizer, ExtractiveSummarizer, p
 from agentlab.context._tokens import estimate_string_tokens
 from agentlab.errors import ModelOverloadedError
 from agentlab.session._compact_function import build_summary_prompt, compute_summary_budget, create_compact_function
+from tests.anthropic_mock import ScriptedClaude, overloaded, reply, text
 
 FACTS = [
     "I am planning a trip to Lisbon in March with my sister Ana.",

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import ids
 
 from agentlab.errors import (
     DuplicateMessageWarning,
@@ -19,6 +18,7 @@ from agentlab.session._messages import UNSET, Appended, RowStat
 from agentlab.session._session import Session
 from agentlab.session.duckdb._tree import tree_of
 from agentlab.store._database import Store
+from tests.helpers import ids
 
 
 def msg(mid: str, text: str | None = None, role: str = "user") -> dict:

@@ -6,12 +6,12 @@ from __future__ import annotations
 import threading
 
 import pytest
-from helpers import frontend_request, frontend_update, record_comms, synced
 
 from agentlab import Agent, get_agent
 from agentlab.views import BranchTree, ContextView, StateView, show
 from agentlab.views._layout import build_plan, shown_indices
 from agentlab.views._messages import parts_json, short_text, tool_kind
+from tests.helpers import frontend_request, frontend_update, record_comms, synced
 
 
 @pytest.fixture(autouse=True)

@@ -4,14 +4,14 @@ timeline. A recording comm (``tests/helpers.py``) stands in for the front end.""
 from __future__ import annotations
 
 import pytest
-from helpers import Quiet, frontend_request, record_comms, summarise_first_three, synced
-from helpers import role_msg as msg
 
 from agentlab import get_agent
 from agentlab.session import InMemorySessionStorage
 from agentlab.session._session import Session
 from agentlab.views import ContextView
 from agentlab.views import _context_view as context_view_module
+from tests.helpers import Quiet, frontend_request, record_comms, summarise_first_three, synced
+from tests.helpers import role_msg as msg
 
 
 @pytest.fixture(autouse=True)

@@ -9,8 +9,6 @@ import threading
 import time
 
 import pytest
-from helpers import Quiet, frontend_request, record_comms, summarise_first_three, synced
-from helpers import role_msg as msg
 
 from agentlab import get_agent
 from agentlab.errors import DuplicateMessageWarning, InvalidSearchError, SessionError, UnknownMessageError
@@ -18,6 +16,8 @@ from agentlab.session import InMemorySessionStorage
 from agentlab.session._session import Session
 from agentlab.views import BranchTree
 from agentlab.views import _branch_tree as branch_tree_module
+from tests.helpers import Quiet, frontend_request, record_comms, summarise_first_three, synced
+from tests.helpers import role_msg as msg
 
 
 @pytest.fixture(autouse=True)

@@ -27,10 +27,14 @@ class OtherNotes(Agent):
     """Another class: maps to another folder, so it never conflicts with Notes."""
 
 
+def _offline_client(agent: ChatAgent) -> Any:
+    return OfflineClaude().client()
+
+
 class Assistant(ChatAgent):
     """A ChatAgent that talks to the offline Messages API (the real SDK over a mock transport)."""
 
-    client_factory = staticmethod(lambda agent: OfflineClaude().client())
+    client_factory = _offline_client
 
     def configure_session(self, session: Any) -> Any:
         return session.with_context("memory", description="Facts about the user", max_tokens=500)

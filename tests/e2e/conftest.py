@@ -7,14 +7,9 @@ skipping them silently.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from harness import LabPage, LabServer, launch_chromium
+from tests.e2e.harness import LabPage, LabServer, launch_chromium
 
 
 @pytest.fixture(scope="session")

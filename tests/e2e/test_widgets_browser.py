@@ -17,7 +17,8 @@ import secrets
 from pathlib import Path
 
 import pytest
-from harness import write_notebook
+
+from tests.e2e.harness import write_notebook
 
 pytestmark = pytest.mark.e2e
 

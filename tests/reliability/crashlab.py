@@ -97,7 +97,7 @@ def _run_child(root: Path, scenario: str, start: int, rng: random.Random) -> lis
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
     )
     acks: list[str] = []
-    assert proc.stdout is not None
+    assert proc.stdout is not None and proc.stderr is not None
     deadline = None
     give_up = time.monotonic() + 120
     buffer = b""
@@ -154,8 +154,8 @@ def check_after_crash(root: Path, scenario: str, acks: list[str]) -> TrialResult
                 result.lost.append(ack)
             elif kind == "index":
                 i = int(value)
-                wanted = [f"m{i}"] + [f"b{i}-{j}" for j in range(10) if not (j == 9 and i % 3 == 0)]
-                if any(m not in messages for m in wanted) or (i % 3 == 0 and f"b{i}-9" in messages):
+                batch = [f"m{i}"] + [f"b{i}-{j}" for j in range(10) if not (j == 9 and i % 3 == 0)]
+                if any(m not in messages for m in batch) or (i % 3 == 0 and f"b{i}-9" in messages):
                     result.lost.append(ack)
             elif kind == "state":
                 last_state = int(value)
@@ -166,7 +166,8 @@ def check_after_crash(root: Path, scenario: str, acks: list[str]) -> TrialResult
             result.lost.append(f"state {last_state} (found {agent.state['n']})")
         if last_block is not None:
             session.tools()  # loads the blocks
-            content = session.get_context_block("memory").content
+            block = session.get_context_block("memory")
+            content = block.content if block is not None else None
             if content not in (f"fact {last_block}", f"fact {last_block + 1}"):
                 result.lost.append(f"block {last_block} (found {content!r})")
         orphans = [m for m, r in messages.items() if r["parent_id"] is not None and r["parent_id"] not in messages]

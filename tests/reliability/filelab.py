@@ -64,10 +64,10 @@ def write_bad_file(kind: str, path: Path, scratch: Path) -> None:
         Store(good).close()
         path.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
     elif kind == "foreign":
-        conn = duckdb.connect(str(path))
-        conn.execute("CREATE TABLE messages (x INTEGER)")  # even a clashing table name
-        conn.execute("INSERT INTO messages VALUES (42)")
-        conn.close()
+        duck = duckdb.connect(str(path))
+        duck.execute("CREATE TABLE messages (x INTEGER)")  # even a clashing table name
+        duck.execute("INSERT INTO messages VALUES (42)")
+        duck.close()
     elif kind == "damaged-log":  # an agent whose log has entries that fail their checksums
         _, wal = killed_with_a_log(path.parent.parent)
         data = bytearray(wal.read_bytes())

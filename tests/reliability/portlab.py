@@ -102,7 +102,7 @@ def _kill_during(args: list[str], delay: float) -> bool:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     proc = subprocess.Popen([sys.executable, "-c", CHILD, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=env)
-    assert proc.stdout is not None
+    assert proc.stdout is not None and proc.stderr is not None
     out = b""
     try:
         give_up = time.monotonic() + 120
@@ -161,7 +161,7 @@ def export_trials(base: Path, trials: int, seed: int = 0, messages: int = 4000) 
                 if beside is not None and beside not in by_digest:
                     trial.problems.append(f"{entry.name} beside the export imports as a partial export")
         found = _imported_digest(dest, base / f"check{n}")
-        trial.outcome = by_digest.get(found, "refused" if found is None else "other")
+        trial.outcome = "refused" if found is None else by_digest.get(found, "other")
         if trial.outcome not in ("old", "new") or (trial.finished and trial.outcome != "new"):
             trial.lost.append(f"the folder imports as {trial.outcome!r} after a kill (finished={trial.finished})")
         results.append(trial)

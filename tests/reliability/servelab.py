@@ -106,6 +106,7 @@ async def _drive(port: int, name: str, trial: ServeTrial, rng: random.Random, hi
                 for _ in range(rng.randint(1, 12)):
                     n += 1
                     trial.sent[name] = n
+                    frame: dict[str, object]
                     if rng.random() < 0.3:
                         frame = {"type": "rpc", "id": str(n), "method": "put", "args": [n]}
                     else:

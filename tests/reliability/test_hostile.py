@@ -152,9 +152,9 @@ CASES: list[tuple[str, Callable[[Env], Any], Any]] = [
     ("empty agent name", lambda e: get_agent(Target, ""), AgentlabError),
     ("NUL in agent name", lambda e: get_agent(Target, "a\x00b"), AgentlabError),
     ("513-character agent name", lambda e: get_agent(Target, "x" * 513), AgentlabError),
-    ("agent name that is not a string", lambda e: get_agent(Target, 42), AgentlabError),
+    ("agent name that is not a string", lambda e: get_agent(Target, 42), AgentlabError),  # type: ignore[arg-type]
     ("lone surrogate in agent name", lambda e: get_agent(Target, "a\ud800"), AgentlabError),
-    ("session id that is not a string", lambda e: Session(e.agent, 5), TypeError),
+    ("session id that is not a string", lambda e: Session(e.agent, 5), TypeError),  # type: ignore[arg-type]
     # message shapes
     ("message without id", lambda e: e.session.append_message({"role": "user", "parts": []}), AgentlabError),
     ("message with empty id", lambda e: e.session.append_message({"id": "", "role": "user", "parts": []}), AgentlabError),
@@ -166,7 +166,7 @@ CASES: list[tuple[str, Callable[[Env], Any], Any]] = [
     ("parts holding infinity", lambda e: e.session.append_message({"id": "x", "role": "user", "parts": [{"type": "x", "v": -math.inf}]}), AgentlabError),
     ("lone surrogate in message text", lambda e: e.session.append_message(_text("x", "bad \udc00 text")), AgentlabError),
     ("JSON nested 100,000 levels", lambda e: e.session.append_message({"id": "x", "role": "user", "parts": [_deep(100_000)]}), AgentlabError),
-    ("message that is a list", lambda e: e.session.append_message(["id", "role"]), AgentlabError),
+    ("message that is a list", lambda e: e.session.append_message(["id", "role"]), AgentlabError),  # type: ignore[arg-type]
     ("unknown parent id", lambda e: e.session.append_message(_text("x"), parent_id="nope"), AgentlabError),
     ("parent id that is a number", lambda e: e.session.append_message(_text("x"), parent_id=7), AgentlabError),
     ("a bad message in the middle of a bulk import", lambda e: e.session.append_messages([_text("a1"), {"id": "a2", "role": "user"}, _text("a3")]), AgentlabError),
@@ -225,10 +225,10 @@ CASES: list[tuple[str, Callable[[Env], Any], Any]] = [
     ("usage with an infinite cost", lambda e: SessionManager(e.agent).add_usage("a_b", estimated_cost=math.inf), AgentlabError),
     ("usage of 10**30 tokens", lambda e: SessionManager(e.agent).add_usage("a_b", input_tokens=10**30), AgentlabError),
     ("usage of negative tokens", lambda e: SessionManager(e.agent).add_usage("a_b", output_tokens=-5), AgentlabError),
-    ("usage of fractional tokens", lambda e: SessionManager(e.agent).add_usage("a_b", input_tokens=1.5), AgentlabError),
+    ("usage of fractional tokens", lambda e: SessionManager(e.agent).add_usage("a_b", input_tokens=1.5), AgentlabError),  # type: ignore[arg-type]
     ("a usage row past a BIGINT", lambda e: record_usage(e.agent.store, Usage(2**63)), AgentlabError),
-    ("vector search with k=NaN", lambda e: VectorStore(e.agent.store, "kb", HashEmbedder(8)).search("trip", k=math.nan), AgentlabError),
-    ("vector search with a fractional k", lambda e: VectorStore(e.agent.store, "kb", HashEmbedder(8)).search("trip", k=2.5), AgentlabError),
+    ("vector search with k=NaN", lambda e: VectorStore(e.agent.store, "kb", HashEmbedder(8)).search("trip", k=math.nan), AgentlabError),  # type: ignore[arg-type]
+    ("vector search with a fractional k", lambda e: VectorStore(e.agent.store, "kb", HashEmbedder(8)).search("trip", k=2.5), AgentlabError),  # type: ignore[arg-type]
     ("compaction threshold NaN", lambda e: e.session.compact_after(math.nan), AgentlabError),
     ("negative compaction threshold", lambda e: e.session.compact_after(-1), AgentlabError),
     ("lone surrogate in a model name", lambda e: resolve_settings(ChatSettings(model="claude-\ud800")), AgentlabError),
