@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from anthropic_mock import ScriptedClaude, reply, text, tool_use
 
 import agentlab.experiments as ex
 from agentlab.errors import InvalidArgumentError, UnknownPolicyError
 from agentlab.eval import load_records
 from agentlab.experiments.fact_memory import FactMemory, extract_facts
 from agentlab.experiments.retrieval import Doc
+from tests.anthropic_mock import ScriptedClaude, reply, text, tool_use
 
 _OBJECTS = ["violin", "kettle", "bicycle", "lantern", "compass", "telescope", "hammock", "umbrella", "teapot", "saddle",
             "anchor", "blanket", "canoe", "drum", "easel", "fiddle", "guitar", "harp", "jacket", "kayak", "ladder",
