@@ -234,8 +234,8 @@ class TestSpareInstances:
         assert instances.ready()
         real = duckdb.connect
 
-        def slow_start(*args, **kwargs):  # the thread's next instance takes 0.1 s to start
-            time.sleep(0.1)
+        def slow_start(*args, **kwargs):  # the thread's next instance takes 50 ms more to start (well within WAIT)
+            time.sleep(0.05)
             return real(*args, **kwargs)
 
         monkeypatch.setattr(duckdb, "connect", slow_start)
