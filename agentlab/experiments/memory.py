@@ -28,7 +28,8 @@ MEMORY_INSTRUCTIONS = (
 
 
 def transcript_lines(turns: Sequence[Any]) -> list[str]:
-    """Dataset turns as ``"Speaker: text"`` lines, with a ``(date)`` line whenever the date changes."""
+    """Turns (dataset turns, or stored ones read back) as ``"Speaker: text"`` lines, in the order given, with a
+    ``(date)`` line whenever the date changes and a shared photo's caption after its text."""
     lines: list[str] = []
     date = None
     for turn in turns:
@@ -36,7 +37,7 @@ def transcript_lines(turns: Sequence[Any]) -> list[str]:
             date = turn.date
             lines.append(f"({date})")
         caption = (turn.metadata or {}).get("blip_caption")
-        lines.append(f"{turn.speaker}: {turn.text}" + (f" [shares a photo: {caption}]" if caption else ""))
+        lines.append(f"{turn.speaker or 'unknown'}: {turn.text}" + (f" [shares a photo: {caption}]" if caption else ""))
     return lines
 
 

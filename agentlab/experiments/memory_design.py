@@ -32,6 +32,7 @@ from typing import Any
 
 from agentlab.context import estimate_string_tokens
 
+from .memory import transcript_lines
 from .retrieval import Doc, Retrieval, Shared
 
 __all__ = [
@@ -82,15 +83,7 @@ def doc_of(message: dict[str, Any]) -> Doc:
 
 def render_turns(docs: Sequence[Doc]) -> list[str]:
     """Stored turns as transcript lines, in the order given, with a ``(date)`` line whenever the date changes."""
-    lines: list[str] = []
-    date = None
-    for doc in docs:
-        if doc.date and doc.date != date:
-            date = doc.date
-            lines.append(f"({date})")
-        caption = doc.metadata.get("blip_caption")
-        lines.append(f"{doc.speaker or 'unknown'}: {doc.text}" + (f" [shares a photo: {caption}]" if caption else ""))
-    return lines
+    return transcript_lines(docs)
 
 
 def session_lines(docs: Sequence[Doc]) -> list[str]:
